@@ -1,0 +1,133 @@
+// The serve and migrate sequences: load → migrate → start HTTP → wait for a signal → stop in
+// reverse order.
+#include "app/commands.hpp"
+#include "domain/ports.hpp"
+#include "http/api_server.hpp"
+#include "log/log.hpp"
+#include "persistence/connection_pool.hpp"
+#include "persistence/migrations.hpp"
+#include "persistence/order_repository.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <fmt/format.h>
+#include <optional>
+#include <pqxx/pqxx>
+
+namespace outboxd::app {
+namespace {
+
+using namespace std::chrono_literals;
+
+sigset_t shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+/// Waits up to `timeout` for SIGINT/SIGTERM (which must be blocked); true when one arrived.
+bool wait_for_signal(std::chrono::milliseconds timeout) {
+  auto set = shutdown_signals();
+  timespec ts{static_cast<time_t>(timeout.count() / 1000),
+              static_cast<long>((timeout.count() % 1000) * 1000000)};
+  return sigtimedwait(&set, nullptr, &ts) > 0;
+}
+
+/// Applies migrations, retrying an unreachable database until `startup_timeout`. Returns false
+/// when it gave up or a shutdown signal arrived.
+bool migrate_with_retry(const conf::settings& s) {
+  auto conninfo = persistence::make_conninfo(s.database.url, s.database.connect_timeout);
+  auto deadline = std::chrono::steady_clock::now() + s.database.startup_timeout;
+  auto delay = 250ms;
+  for (;;) {
+    try {
+      pqxx::connection conn(conninfo);
+      auto applied = persistence::migrate(conn);
+      for (const auto& name : applied)
+        log::info("migrate", "applied {}", name);
+      log::info("migrate", "schema is at version {}", persistence::latest_migration_version());
+      return true;
+    } catch (const pqxx::broken_connection& e) {
+      if (std::chrono::steady_clock::now() + delay > deadline) {
+        log::error(
+            "migrate", "database unreachable, giving up after {}s: {}",
+            std::chrono::duration_cast<std::chrono::seconds>(s.database.startup_timeout).count(),
+            e.what());
+        return false;
+      }
+      log::warn("migrate", "database unreachable, retrying in {}ms: {}", delay.count(), e.what());
+      if (wait_for_signal(delay))
+        return false;
+      delay = std::min<std::chrono::milliseconds>(delay * 2, 5s);
+    } catch (const std::exception& e) {
+      log::error("migrate", "migration failed: {}", e.what());
+      return false;
+    }
+  }
+}
+
+} // namespace
+
+int migrate(const conf::settings& settings) {
+  auto signals = shutdown_signals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return migrate_with_retry(settings) ? exit_ok : exit_failure;
+}
+
+int serve(const conf::settings& settings, const std::string& effective_json) {
+  // Block the shutdown signals before any thread starts, so they all inherit the mask and the
+  // main thread alone receives them through sigwait.
+  auto signals = shutdown_signals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  log::info("main", "outboxd starting with configuration:\n{}", effective_json);
+
+  if (!migrate_with_retry(settings))
+    return exit_failure;
+
+  persistence::connection_pool pool(
+      persistence::make_conninfo(settings.database.url, settings.database.connect_timeout),
+      settings.database.pool_size, persistence::order_repository::statements());
+  persistence::order_repository orders(pool);
+
+  auto readiness = [&pool] {
+    http::readiness_report report;
+    try {
+      auto version =
+          pool.run([](pqxx::connection& c) { return persistence::applied_migration_version(c); });
+      report.checks.emplace_back("database", "ok");
+      report.checks.emplace_back("migrations",
+                                 version >= persistence::latest_migration_version()
+                                     ? "ok"
+                                     : fmt::format("schema at version {}, expected {}", version,
+                                                   persistence::latest_migration_version()));
+    } catch (const domain::store_unavailable& e) {
+      report.checks.emplace_back("database", e.what());
+    }
+    return report;
+  };
+
+  http::api_server server(settings.server, settings.admin.token, orders, readiness);
+  int port = 0;
+  try {
+    port = server.bind();
+  } catch (const std::exception& e) {
+    log::error("main", "{}", e.what());
+    return exit_failure;
+  }
+  server.start();
+  log::info("main", "outboxd listening on http://{}:{} (web UI: http://{}:{}/)",
+            settings.server.host, port,
+            settings.server.host == "0.0.0.0" ? "127.0.0.1" : settings.server.host, port);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log::info("main", "received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  server.stop();
+  log::info("main", "HTTP server stopped; bye");
+  return exit_ok;
+}
+
+} // namespace outboxd::app

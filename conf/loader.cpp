@@ -1,0 +1,1416 @@
+// Loads outboxd's configuration: built-in defaults, an optional file, DATABASE_URL and OUTBOXD_*
+// variables and --set overrides, merged as JSON, then read into `settings` with every problem
+// collected so that one start-up attempt shows all of them.
+#include "conf/loader.hpp"
+
+#include "domain/json_path.hpp"
+#include "domain/routing.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fmt/format.h>
+#include <limits>
+#include <memory>
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+#include <rapidjson/prettywriter.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <set>
+#include <unistd.h>
+#include <utility>
+
+namespace outboxd::conf::embedded {
+std::vector<std::pair<std::string_view, std::string_view>> files();
+} // namespace outboxd::conf::embedded
+
+namespace outboxd::conf {
+namespace {
+
+using rapidjson::Document;
+using rapidjson::Value;
+using allocator = Document::AllocatorType;
+
+constexpr unsigned parse_flags = rapidjson::kParseCommentsFlag |
+                                 rapidjson::kParseTrailingCommasFlag |
+                                 rapidjson::kParseValidateEncodingFlag;
+constexpr std::string_view defaults_name = "application.json";
+constexpr std::string_view defaults_source = "built-in application.json";
+constexpr std::string_view base_url_reference = "${simulator.baseUrl}";
+constexpr std::string_view env_prefix = "OUTBOXD_";
+
+constexpr std::string_view knob_names[] = {"inventory.reserve",
+                                           "inventory.release",
+                                           "fraudCheck.check",
+                                           "shipping.domestic.create",
+                                           "shipping.domestic.cancel",
+                                           "shipping.international.create",
+                                           "shipping.international.cancel",
+                                           "billing.charge",
+                                           "billing.refund",
+                                           "highValue.process",
+                                           "highValue.cancel",
+                                           "notifications.send"};
+constexpr std::string_view http_methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"};
+constexpr std::string_view secret_header_words[] = {"authorization", "token", "secret", "password",
+                                                    "key"};
+constexpr std::int64_t int_max = std::numeric_limits<int>::max();
+
+std::string lowercase(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The form keys are compared in by overrides: OUTBOXD_OUTBOX_POOLSIZE must find "poolSize" and
+// OUTBOXD_SIMULATOR_SERVICES_BILLING_CHARGE_... must find "billing.charge".
+std::string normalise_key(std::string_view s) {
+  std::string out;
+  for (char c : s)
+    if (c != '.' && c != '_' && c != '-')
+      out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  return out;
+}
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    auto end = s.find(sep, start);
+    out.emplace_back(s.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos)
+      return out;
+    start = end + 1;
+  }
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    out += (i ? std::string(sep) : std::string()) + parts[i];
+  return out;
+}
+
+std::string_view name_of(const Value& name) {
+  return {name.GetString(), name.GetStringLength()};
+}
+
+std::string_view string_of(const Value& v) {
+  return {v.GetString(), v.GetStringLength()};
+}
+
+std::string child_path(std::string_view parent, std::string_view key) {
+  return parent.empty() ? std::string(key) : fmt::format("{}.{}", parent, key);
+}
+
+std::string index_path(std::string_view parent, std::size_t index) {
+  return fmt::format("{}[{}]", parent, index);
+}
+
+Value* member(Value& object, std::string_view key) {
+  if (!object.IsObject())
+    return nullptr;
+  for (auto& m : object.GetObject())
+    if (name_of(m.name) == key)
+      return &m.value;
+  return nullptr;
+}
+
+const Value* member(const Value& object, std::string_view key) {
+  return member(const_cast<Value&>(object), key);
+}
+
+std::string compact_json(const Value& v) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+  v.Accept(writer);
+  return {buffer.GetString(), buffer.GetSize()};
+}
+
+// A value as it appears in messages: JSON text, cut short so one bad value cannot flood the log.
+std::string show(const Value& v) {
+  auto text = compact_json(v);
+  constexpr std::size_t limit = 80;
+  if (text.size() > limit)
+    text = text.substr(0, limit) + "...";
+  return text;
+}
+
+std::string quoted(std::string_view s) {
+  Value v(rapidjson::StringRef(s.data(), s.size()));
+  return show(v);
+}
+
+std::string ms_text(milliseconds ms) {
+  return fmt::format("{}ms", ms.count());
+}
+
+std::optional<std::int64_t> parse_int64(std::string_view text) {
+  std::int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    return std::nullopt;
+  return v;
+}
+
+std::optional<std::uint64_t> parse_uint64(std::string_view text) {
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    return std::nullopt;
+  return v;
+}
+
+std::optional<double> parse_double(std::string_view text) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty() || !std::isfinite(v))
+    return std::nullopt;
+  return v;
+}
+
+// JSON integers, and integral doubles like 3.0 or 1e3; out-of-range values are clamped so that a
+// range check rejects them (the message shows the original text).
+std::optional<std::int64_t> integer_of(const Value& v) {
+  if (v.IsInt64())
+    return v.GetInt64();
+  if (v.IsUint64())
+    return std::numeric_limits<std::int64_t>::max();
+  if (v.IsDouble()) {
+    double d = v.GetDouble();
+    if (!std::isfinite(d) || d != std::trunc(d))
+      return std::nullopt;
+    if (d >= 9.2e18)
+      return std::numeric_limits<std::int64_t>::max();
+    if (d <= -9.2e18)
+      return std::numeric_limits<std::int64_t>::min();
+    return static_cast<std::int64_t>(d);
+  }
+  return std::nullopt;
+}
+
+// "must be > 0" for the common too-small case, as people say it; the full range otherwise.
+std::string range_rule(std::int64_t value, std::int64_t lo, std::int64_t hi) {
+  if (value < lo && lo == 1)
+    return "must be > 0";
+  if (hi == std::numeric_limits<std::int64_t>::max() || hi == int_max)
+    return fmt::format("must be >= {}", lo);
+  return fmt::format("must be between {} and {}", lo, hi);
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean pollInterval?)" when one of `candidates` is a likely intended spelling.
+std::string suggestion(std::string_view wrong, const std::vector<std::string>& candidates) {
+  const std::string* best = nullptr;
+  std::size_t best_distance = 3;
+  for (const auto& c : candidates) {
+    auto d = edit_distance(lowercase(wrong), lowercase(c));
+    if (d < best_distance) {
+      best = &c;
+      best_distance = d;
+    }
+  }
+  return best ? fmt::format(" (did you mean {}?)", *best) : std::string();
+}
+
+std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t offset) {
+  offset = std::min(offset, text.size());
+  std::size_t line = 1, line_start = 0;
+  for (std::size_t i = 0; i < offset; ++i)
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  return {line, offset - line_start + 1};
+}
+
+bool parse_json(std::string_view text, std::string_view source, Document& doc,
+                std::vector<std::string>& errors) {
+  doc.Parse<parse_flags>(text.data(), text.size());
+  if (!doc.HasParseError())
+    return true;
+  auto [line, column] = line_and_column(text, doc.GetErrorOffset());
+  errors.push_back(fmt::format("{}:{}:{}: {}", source, line, column,
+                               rapidjson::GetParseError_En(doc.GetParseError())));
+  return false;
+}
+
+std::optional<std::string> read_file(const std::string& path, std::string& why) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
+                                                       &std::fclose);
+  if (!file) {
+    why = std::strerror(errno);
+    return std::nullopt;
+  }
+  std::string text;
+  char buffer[1 << 16];
+  std::size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, file.get())) > 0)
+    text.append(buffer, n);
+  if (std::ferror(file.get())) {
+    why = std::strerror(errno);
+    return std::nullopt;
+  }
+  return text;
+}
+
+// Objects merge key by key; anything else, arrays included, replaces: a file can shorten a list.
+void merge(Value& target, const Value& source, allocator& alloc) {
+  for (const auto& m : source.GetObject()) {
+    Value* existing = member(target, name_of(m.name));
+    if (!existing)
+      target.AddMember(Value(m.name, alloc), Value(m.value, alloc), alloc);
+    else if (existing->IsObject() && m.value.IsObject())
+      merge(*existing, m.value, alloc);
+    else
+      existing->CopyFrom(m.value, alloc);
+  }
+}
+
+struct override_target {
+  Value* value = nullptr; // the existing value reached, or the deepest object on the way
+  std::string path;       // the key path of `value`, as spelt in the document
+  std::size_t consumed = 0;
+};
+
+// Walks `segments` down from `root`. At each object the longest run of segments whose
+// concatenation matches a key (compared normalised) wins, which is what lets "billing.charge" or
+// "poolSize" be named by separate or differently cased segments.
+override_target resolve(Value& root, const std::vector<std::string>& segments) {
+  override_target t{&root, "", 0};
+  while (t.consumed < segments.size()) {
+    Value& current = *t.value;
+    bool found = false;
+    if (current.IsObject()) {
+      for (std::size_t end = segments.size(); end > t.consumed && !found; --end) {
+        std::string wanted;
+        for (std::size_t i = t.consumed; i < end; ++i)
+          wanted += normalise_key(segments[i]);
+        if (wanted.empty())
+          continue;
+        for (auto& m : current.GetObject())
+          if (normalise_key(name_of(m.name)) == wanted) {
+            t.path = child_path(t.path, name_of(m.name));
+            t.value = &m.value;
+            t.consumed = end;
+            found = true;
+            break;
+          }
+      }
+    } else if (current.IsArray()) {
+      auto index = parse_int64(segments[t.consumed]);
+      if (index && *index >= 0 && static_cast<std::uint64_t>(*index) < current.Size()) {
+        t.path = index_path(t.path, static_cast<std::size_t>(*index));
+        t.value = &current[static_cast<rapidjson::SizeType>(*index)];
+        ++t.consumed;
+        found = true;
+      }
+    }
+    if (!found)
+      break;
+  }
+  return t;
+}
+
+// Text that is not valid JSON is a string, so `--set admin.token=abc` needs no quotes.
+void set_json_or_string(Value& target, std::string_view text, allocator& alloc) {
+  Document parsed;
+  parsed.Parse<parse_flags>(text.data(), text.size());
+  if (parsed.HasParseError())
+    target.SetString(text.data(), static_cast<rapidjson::SizeType>(text.size()), alloc);
+  else
+    target.CopyFrom(parsed, alloc);
+}
+
+std::optional<bool> parse_bool(std::string_view text) {
+  auto t = lowercase(text);
+  if (t == "true" || t == "1" || t == "yes")
+    return true;
+  if (t == "false" || t == "0" || t == "no")
+    return false;
+  return std::nullopt;
+}
+
+// Types the override text after the value it replaces, so "8" stays a number and "abc" for a
+// port is refused here, with the variable named, rather than later as a confusing type error.
+void set_typed(Value& target, std::string_view text, const std::string& path,
+               std::string_view source, allocator& alloc, std::vector<std::string>& errors) {
+  if (target.IsNumber()) {
+    if (auto i = parse_int64(text))
+      target.SetInt64(*i);
+    else if (auto u = parse_uint64(text))
+      target.SetUint64(*u);
+    else if (auto d = parse_double(text))
+      target.SetDouble(*d);
+    else
+      errors.push_back(
+          fmt::format("{} must be a number, got {} (from {})", path, quoted(text), source));
+  } else if (target.IsBool()) {
+    if (auto b = parse_bool(text))
+      target.SetBool(*b);
+    else
+      errors.push_back(
+          fmt::format("{} must be true or false, got {} (from {})", path, quoted(text), source));
+  } else if (target.IsString()) {
+    target.SetString(text.data(), static_cast<rapidjson::SizeType>(text.size()), alloc);
+  } else {
+    set_json_or_string(target, text, alloc);
+  }
+}
+
+void apply_environment(Document& doc, const std::map<std::string, std::string>& environment,
+                       std::vector<std::string>& errors) {
+  auto& alloc = doc.GetAllocator();
+  // An empty DATABASE_URL is treated as unset: compose files and CI often pass variables through
+  // empty, and that must not wipe a url from the configuration file.
+  if (auto it = environment.find("DATABASE_URL"); it != environment.end() && !it->second.empty()) {
+    if (!doc.HasMember("database") || !doc["database"].IsObject())
+      errors.push_back("DATABASE_URL is set but database is not an object");
+    else if (Value* url = member(doc["database"], "url"))
+      url->SetString(it->second.data(), static_cast<rapidjson::SizeType>(it->second.size()), alloc);
+    else
+      doc["database"].AddMember("url", Value(it->second, alloc), alloc);
+  }
+  for (const auto& [name, text] : environment) {
+    if (name.rfind(env_prefix, 0) != 0)
+      continue;
+    std::vector<std::string> segments;
+    for (auto& s : split(std::string_view(name).substr(env_prefix.size()), '_'))
+      if (!s.empty())
+        segments.push_back(lowercase(s));
+    auto target = resolve(doc, segments);
+    if (segments.empty() || target.consumed < segments.size()) {
+      errors.push_back(
+          fmt::format("environment variable {} does not name a configuration key", name));
+      continue;
+    }
+    set_typed(*target.value, text, target.path, name, alloc, errors);
+  }
+}
+
+void apply_set(Document& doc, const std::string& option, std::vector<std::string>& errors) {
+  auto& alloc = doc.GetAllocator();
+  auto eq = option.find('=');
+  if (eq == std::string::npos) {
+    errors.push_back(fmt::format("--set {} must be key=value, e.g. outbox.poolSize=8", option));
+    return;
+  }
+  std::string_view key = std::string_view(option).substr(0, eq);
+  std::string_view text = std::string_view(option).substr(eq + 1);
+  auto segments = split(key, '.');
+  if (std::any_of(segments.begin(), segments.end(), [](auto& s) { return s.empty(); })) {
+    errors.push_back(
+        fmt::format("--set {}: '{}' is not a key path like outbox.poolSize", option, key));
+    return;
+  }
+  auto source = "--set " + option;
+  auto target = resolve(doc, segments);
+  if (target.consumed == segments.size()) {
+    set_typed(*target.value, text, target.path, source, alloc, errors);
+    return;
+  }
+  if (!target.value->IsObject()) {
+    errors.push_back(fmt::format("--set {}: {} is not an object, so it has no key '{}'", option,
+                                 target.path, segments[target.consumed]));
+    return;
+  }
+  // The rest of the path names keys that do not exist yet (a header, a new destination): create
+  // them as spelt, since their names are data.
+  Value* current = target.value;
+  for (std::size_t i = target.consumed; i < segments.size(); ++i) {
+    Value name(segments[i], alloc);
+    current->AddMember(name, Value(rapidjson::kObjectType), alloc);
+    current = &(current->MemberEnd() - 1)->value;
+  }
+  set_json_or_string(*current, text, alloc);
+}
+
+struct base_url_state {
+  bool given = false;    // the configuration set a non-empty simulator.baseUrl
+  bool resolved = false; // references to it have been replaced
+};
+
+void replace_base_url(Value* v, std::string_view base, allocator& alloc) {
+  if (!v || !v->IsString())
+    return;
+  std::string text(string_of(*v));
+  bool changed = false;
+  for (auto pos = text.find(base_url_reference); pos != std::string::npos;
+       pos = text.find(base_url_reference, pos + base.size())) {
+    text.replace(pos, base_url_reference.size(), base);
+    changed = true;
+  }
+  if (changed)
+    v->SetString(text, alloc);
+}
+
+void replace_in_revert(Value* revert, std::string_view base, allocator& alloc) {
+  if (revert && revert->IsObject())
+    replace_base_url(member(*revert, "url"), base, alloc);
+}
+
+base_url_state resolve_base_url(Document& doc) {
+  base_url_state state;
+  auto& alloc = doc.GetAllocator();
+  Value* simulator = member(doc, "simulator");
+  if (!simulator || !simulator->IsObject())
+    return state;
+  Value* base_value = member(*simulator, "baseUrl");
+  std::string base;
+  if (base_value && !base_value->IsString())
+    return state;
+  if (base_value && base_value->GetStringLength() > 0) {
+    state.given = true;
+    base = string_of(*base_value);
+  } else {
+    Value* server = member(doc, "server");
+    const Value* port = server ? member(*server, "port") : nullptr;
+    const Value* host_value = server ? member(*server, "host") : nullptr;
+    if (!port || !port->IsInt64() || port->GetInt64() < 1 || port->GetInt64() > 65535)
+      return state; // server.port is reported by validation; a URL made from it would only add
+                    // noise
+    std::string host =
+        host_value && host_value->IsString() ? std::string(string_of(*host_value)) : std::string();
+    // A wildcard bind address is not something to connect to; loopback reaches it.
+    if (host.empty() || host == "0.0.0.0" || host == "::")
+      host = "127.0.0.1";
+    if (host.find(':') != std::string::npos && host.front() != '[')
+      host = "[" + host + "]";
+    base = fmt::format("http://{}:{}", host, port->GetInt64());
+  }
+  if (!base.empty() && base.back() == '/')
+    base.pop_back();
+  if (base_value)
+    base_value->SetString(base, alloc);
+  else
+    simulator->AddMember("baseUrl", Value(base, alloc), alloc);
+
+  Value* http = member(doc, "http");
+  Value* routes = http ? member(*http, "routes") : nullptr;
+  if (routes && routes->IsObject())
+    for (auto& d : routes->GetObject()) {
+      if (!d.value.IsObject())
+        continue;
+      replace_base_url(member(d.value, "url"), base, alloc);
+      replace_in_revert(member(d.value, "revert"), base, alloc);
+      if (Value* headers = member(d.value, "headers"); headers && headers->IsObject())
+        for (auto& h : headers->GetObject())
+          replace_base_url(&h.value, base, alloc);
+      if (Value* list = member(d.value, "routes"); list && list->IsArray())
+        for (auto& r : list->GetArray())
+          if (r.IsObject()) {
+            replace_base_url(member(r, "url"), base, alloc);
+            replace_in_revert(member(r, "revert"), base, alloc);
+          }
+    }
+  state.resolved = true;
+  return state;
+}
+
+bool is_secret_header(std::string_view name) {
+  auto lower = lowercase(name);
+  return std::any_of(std::begin(secret_header_words), std::end(secret_header_words),
+                     [&](std::string_view w) { return lower.find(w) != std::string::npos; });
+}
+
+std::string effective_json(const Document& doc) {
+  Document copy;
+  copy.CopyFrom(doc, copy.GetAllocator());
+  auto& alloc = copy.GetAllocator();
+  Value* database = member(copy, "database");
+  if (Value* url = database ? member(*database, "url") : nullptr; url && url->IsString())
+    url->SetString(mask_database_url(string_of(*url)), alloc);
+  Value* admin = member(copy, "admin");
+  if (Value* token = admin ? member(*admin, "token") : nullptr;
+      token && !(token->IsString() && token->GetStringLength() == 0))
+    token->SetString("***", alloc);
+  Value* http = member(copy, "http");
+  Value* routes = http ? member(*http, "routes") : nullptr;
+  if (routes && routes->IsObject())
+    for (auto& d : routes->GetObject())
+      if (Value* headers = member(d.value, "headers"); headers && headers->IsObject())
+        for (auto& h : headers->GetObject())
+          if (is_secret_header(name_of(h.name)))
+            h.value.SetString("***", alloc);
+  rapidjson::StringBuffer buffer;
+  rapidjson::PrettyWriter<rapidjson::StringBuffer> writer(buffer);
+  writer.SetIndent(' ', 2);
+  copy.Accept(writer);
+  return {buffer.GetString(), buffer.GetSize()};
+}
+
+// Why `url` cannot be called, or nullopt when it is fine. `{name}` placeholders are allowed in
+// the path and query only: the authority must be known without a stored response.
+std::optional<std::string> url_problem(std::string_view url) {
+  if (url.find("${") != std::string_view::npos)
+    return "only ${simulator.baseUrl} is substituted";
+  std::size_t start = 0;
+  if (url.rfind("http://", 0) == 0)
+    start = 7;
+  else if (url.rfind("https://", 0) == 0)
+    start = 8;
+  else
+    return "it must start with http:// or https://";
+  if (std::any_of(url.begin(), url.end(),
+                  [](char c) { return std::isspace(static_cast<unsigned char>(c)); }))
+    return "it contains whitespace";
+  if (url.find('#') != std::string_view::npos)
+    return "it contains '#'";
+  auto end = url.find_first_of("/?", start);
+  auto authority = url.substr(start, end == std::string_view::npos ? end : end - start);
+  if (authority.find_first_of("{}") != std::string_view::npos)
+    return "{placeholders} are allowed only in the path";
+  if (auto at = authority.rfind('@'); at != std::string_view::npos)
+    authority.remove_prefix(at + 1);
+  std::string_view host, rest;
+  if (!authority.empty() && authority.front() == '[') {
+    auto close = authority.find(']');
+    if (close == std::string_view::npos)
+      return "the IPv6 host has no ']'";
+    host = authority.substr(1, close - 1);
+    rest = authority.substr(close + 1);
+  } else {
+    auto colon = authority.find(':');
+    host = authority.substr(0, colon);
+    rest = colon == std::string_view::npos ? std::string_view() : authority.substr(colon);
+  }
+  if (host.empty())
+    return "the host is empty";
+  if (!rest.empty()) {
+    auto port = rest.front() == ':' ? parse_int64(rest.substr(1)) : std::nullopt;
+    if (!port || *port < 1 || *port > 65535)
+      return "the port must be 1..65535";
+  }
+  return std::nullopt;
+}
+
+// Reads one JSON object and remembers which keys were asked for, so that the rest can be reported:
+// a misspelt key must not silently fall back to its default.
+class object_reader {
+public:
+  object_reader(const Value& object, std::string path) : object_(object), path_(std::move(path)) {}
+
+  const Value* get(std::string_view key) {
+    asked_.emplace_back(key);
+    return member(object_, key);
+  }
+  std::string path(std::string_view key) const { return child_path(path_, key); }
+
+  void report_unknown(std::vector<std::string>& errors) const {
+    for (const auto& m : object_.GetObject()) {
+      auto name = name_of(m.name);
+      if (std::find(asked_.begin(), asked_.end(), name) == asked_.end())
+        errors.push_back(
+            fmt::format("unknown key {}{}", child_path(path_, name), suggestion(name, asked_)));
+    }
+  }
+
+private:
+  const Value& object_;
+  std::string path_;
+  std::vector<std::string> asked_;
+};
+
+class settings_reader {
+public:
+  settings_reader(std::vector<std::string>& errors, base_url_state base_url)
+      : errors_(errors), base_url_(base_url) {}
+
+  settings read(const Value& root) {
+    settings s;
+    auto o = object(root, "");
+    if (!o)
+      return s;
+    section(*o, "server", [&](object_reader& r) { read_server(r, s.server); });
+    section(*o, "database", [&](object_reader& r) { read_database(r, s.database); });
+    section(*o, "outbox", [&](object_reader& r) { read_outbox(r, s.outbox); });
+    section(*o, "dlq", [&](object_reader& r) {
+      integer(r, "maxRetries", s.dlq.max_retries, 0, 1000);
+      if (const Value* b = r.get("backoff"))
+        read_backoff(*b, r.path("backoff"), s.dlq.backoff);
+    });
+    section(*o, "http", [&](object_reader& r) { read_http(r, s.http); });
+    section(*o, "simulator", [&](object_reader& r) { read_simulator(r, s.simulator); });
+    section(*o, "admin", [&](object_reader& r) { string(r, "token", s.admin.token); });
+    section(*o, "log", [&](object_reader& r) {
+      choice(r, "level", s.log.level,
+             {{"debug", log_level::debug},
+              {"info", log_level::info},
+              {"warn", log_level::warn},
+              {"error", log_level::error}});
+      choice(r, "format", s.log.format, {{"text", log_format::text}, {"json", log_format::json}});
+    });
+    o->report_unknown(errors_);
+    return s;
+  }
+
+private:
+  void fail(std::string message) { errors_.push_back(std::move(message)); }
+
+  std::optional<object_reader> object(const Value& v, const std::string& path) {
+    if (v.IsObject())
+      return object_reader(v, path);
+    fail(path.empty() ? fmt::format("the configuration must be a JSON object, got {}", show(v))
+                      : fmt::format("{} must be an object, got {}", path, show(v)));
+    return std::nullopt;
+  }
+
+  template <class F> void section(object_reader& parent, std::string_view key, F&& read) {
+    if (const Value* v = parent.get(key))
+      if (auto o = object(*v, parent.path(key))) {
+        read(*o);
+        o->report_unknown(errors_);
+      }
+  }
+
+  // The scalar readers leave `out` (the struct default) alone when the key is absent and return
+  // false only when the key is present and wrong.
+  template <class T>
+  bool integer(object_reader& o, std::string_view key, T& out, std::int64_t lo, std::int64_t hi) {
+    const Value* v = o.get(key);
+    if (!v)
+      return true;
+    auto i = integer_of(*v);
+    if (!i) {
+      fail(fmt::format("{} must be an integer, got {}", o.path(key), show(*v)));
+      return false;
+    }
+    if (*i < lo || *i > hi) {
+      fail(fmt::format("{} {}, got {}", o.path(key), range_rule(*i, lo, hi), show(*v)));
+      return false;
+    }
+    out = static_cast<T>(*i);
+    return true;
+  }
+
+  bool fraction(object_reader& o, std::string_view key, double& out) {
+    const Value* v = o.get(key);
+    if (!v)
+      return true;
+    if (!v->IsNumber()) {
+      fail(fmt::format("{} must be a number, got {}", o.path(key), show(*v)));
+      return false;
+    }
+    if (v->GetDouble() < 0.0 || v->GetDouble() > 1.0) {
+      fail(fmt::format("{} must be between 0 and 1, got {}", o.path(key), show(*v)));
+      return false;
+    }
+    out = v->GetDouble();
+    return true;
+  }
+
+  bool boolean(object_reader& o, std::string_view key, bool& out) {
+    const Value* v = o.get(key);
+    if (!v)
+      return true;
+    if (!v->IsBool()) {
+      fail(fmt::format("{} must be true or false, got {}", o.path(key), show(*v)));
+      return false;
+    }
+    out = v->GetBool();
+    return true;
+  }
+
+  bool string(object_reader& o, std::string_view key, std::string& out, bool non_empty = false) {
+    const Value* v = o.get(key);
+    if (!v)
+      return true;
+    if (!v->IsString() || (non_empty && v->GetStringLength() == 0)) {
+      fail(fmt::format("{} must be a {}string, got {}", o.path(key), non_empty ? "non-empty " : "",
+                       show(*v)));
+      return false;
+    }
+    out = string_of(*v);
+    return true;
+  }
+
+  bool duration(const Value& v, const std::string& path, milliseconds& out, bool positive) {
+    if (!v.IsString()) {
+      fail(fmt::format("{} must be a duration like \"2s\", got {}", path, show(v)));
+      return false;
+    }
+    auto d = parse_duration(string_of(v));
+    if (!d) {
+      fail(fmt::format("{} must be a duration like \"2s\" (a whole number with unit ms, s, m, h "
+                       "or d), got {}",
+                       path, show(v)));
+      return false;
+    }
+    if (positive && d->count() <= 0) {
+      fail(fmt::format("{} must be > 0, got {}", path, show(v)));
+      return false;
+    }
+    out = *d;
+    return true;
+  }
+
+  bool duration(object_reader& o, std::string_view key, milliseconds& out, bool positive) {
+    const Value* v = o.get(key);
+    return !v || duration(*v, o.path(key), out, positive);
+  }
+
+  template <class E>
+  void choice(object_reader& o, std::string_view key, E& out,
+              std::initializer_list<std::pair<std::string_view, E>> options) {
+    const Value* v = o.get(key);
+    if (!v)
+      return;
+    if (v->IsString())
+      for (const auto& [name, value] : options)
+        if (name == string_of(*v)) {
+          out = value;
+          return;
+        }
+    std::vector<std::string> names;
+    for (const auto& option : options)
+      names.emplace_back(option.first);
+    fail(fmt::format("{} must be one of {}, got {}", o.path(key), join(names, " "), show(*v)));
+  }
+
+  void method(object_reader& o, std::string& out) {
+    const Value* v = o.get("method");
+    if (!v)
+      return;
+    if (v->IsString() && std::find(std::begin(http_methods), std::end(http_methods),
+                                   string_of(*v)) != std::end(http_methods)) {
+      out = string_of(*v);
+      return;
+    }
+    fail(fmt::format("{} must be one of GET POST PUT PATCH DELETE HEAD, got {}", o.path("method"),
+                     show(*v)));
+  }
+
+  bool url(const Value& v, const std::string& path, std::string& out) {
+    if (!v.IsString()) {
+      fail(fmt::format("{} must be a URL string, got {}", path, show(v)));
+      return false;
+    }
+    std::string_view text = string_of(v);
+    // When simulator.baseUrl could not be worked out, that error has been reported already.
+    if (!base_url_.resolved && text.find(base_url_reference) != std::string_view::npos)
+      return false;
+    if (auto problem = url_problem(text)) {
+      fail(fmt::format("{} must be an http:// or https:// URL ({}), got {}", path, *problem,
+                       show(v)));
+      return false;
+    }
+    out = text;
+    return true;
+  }
+
+  void read_server(object_reader& o, server_settings& s) {
+    string(o, "host", s.host, true);
+    integer(o, "port", s.port, 1, 65535);
+    integer(o, "threads", s.threads, 1, 1024);
+    integer(o, "maxBodyBytes", s.max_body_bytes, 1024, std::int64_t{1} << 30);
+    duration(o, "readTimeout", s.read_timeout, true);
+    duration(o, "writeTimeout", s.write_timeout, true);
+    duration(o, "keepAliveTimeout", s.keep_alive_timeout, true);
+  }
+
+  void read_database(object_reader& o, database_settings& s) {
+    string(o, "url", s.url);
+    integer(o, "poolSize", s.pool_size, 1, 1000);
+    duration(o, "connectTimeout", s.connect_timeout, true);
+    duration(o, "startupTimeout", s.startup_timeout, false);
+  }
+
+  void read_outbox(object_reader& o, outbox_settings& s) {
+    integer(o, "poolSize", s.pool_size, 1, 256);
+    integer(o, "batchSize", s.batch_size, 1, 10000);
+    duration(o, "pollInterval", s.poll_interval, true);
+    boolean(o, "useListenNotify", s.use_listen_notify);
+    integer(o, "maxRetries", s.max_retries, 0, 1000);
+    if (const Value* b = o.get("backoff"))
+      read_backoff(*b, o.path("backoff"), s.backoff);
+    duration(o, "leaseTimeout", s.lease_timeout, true);
+    duration(o, "reaperInterval", s.reaper_interval, true);
+    duration(o, "retention", s.retention, false);
+    duration(o, "shutdownTimeout", s.shutdown_timeout, false);
+  }
+
+  void read_backoff(const Value& v, const std::string& path, backoff_settings& b) {
+    auto o = object(v, path);
+    if (!o)
+      return;
+    bool base_ok = duration(*o, "base", b.base, false);
+    bool max_ok = duration(*o, "max", b.max, true);
+    if (base_ok && max_ok && b.max < b.base)
+      fail(fmt::format("{} must be >= {} ({}), got {}", o->path("max"), o->path("base"),
+                       ms_text(b.base), ms_text(b.max)));
+    o->report_unknown(errors_);
+  }
+
+  std::string known_destinations() const { return join(destination_names_, ", "); }
+
+  bool is_destination(std::string_view name) const {
+    return std::find(destination_names_.begin(), destination_names_.end(), name) !=
+           destination_names_.end();
+  }
+
+  void read_http(object_reader& o, domain::routing_table& table) {
+    const Value* routes = o.get("routes");
+    if (routes && routes->IsObject()) {
+      for (const auto& d : routes->GetObject())
+        destination_names_.emplace_back(name_of(d.name));
+      std::sort(destination_names_.begin(), destination_names_.end());
+      for (const auto& d : routes->GetObject()) {
+        std::string name(name_of(d.name));
+        if (auto dest = read_destination(d.value, child_path(o.path("routes"), name), name))
+          table.destinations.insert_or_assign(name, std::move(*dest));
+      }
+    } else if (routes) {
+      fail(fmt::format("{} must be an object of destinations, got {}", o.path("routes"),
+                       show(*routes)));
+    }
+    if (const Value* fanout = o.get("fanout"))
+      read_fanout(*fanout, o.path("fanout"), table);
+  }
+
+  std::optional<domain::destination> read_destination(const Value& v, const std::string& path,
+                                                      const std::string& name) {
+    auto o = object(v, path);
+    if (!o)
+      return std::nullopt;
+    domain::destination d;
+    d.name = name;
+    const Value* url_value = o->get("url");
+    const Value* routes = o->get("routes");
+    const Value* revert = o->get("revert");
+    method(*o, d.method);
+    duration(*o, "timeout", d.timeout, true);
+    duration(*o, "connectTimeout", d.connect_timeout, true);
+    boolean(*o, "required", d.required);
+    if (const Value* headers = o->get("headers")) {
+      if (auto h = object(*headers, o->path("headers")))
+        for (const auto& m : headers->GetObject()) {
+          if (m.value.IsString())
+            d.headers.emplace_back(name_of(m.name), string_of(m.value));
+          else
+            fail(fmt::format("{} must be a string, got {}", h->path(name_of(m.name)),
+                             show(m.value)));
+        }
+    }
+    if (url_value && routes) {
+      fail(fmt::format("{} must have either url or routes, not both", path));
+    } else if (!url_value && !routes) {
+      fail(fmt::format("{} must have a url or a routes list", path));
+    } else if (url_value) {
+      domain::route r;
+      url(*url_value, o->path("url"), r.url);
+      if (revert)
+        r.revert = read_revert(*revert, o->path("revert"));
+      d.routes.push_back(std::move(r));
+    } else {
+      if (revert)
+        fail(fmt::format("{} is allowed only next to url; with routes, each route has its own "
+                         "revert",
+                         o->path("revert")));
+      if (!routes->IsArray() || routes->Empty()) {
+        fail(fmt::format("{} must be a non-empty array of routes, got {}", o->path("routes"),
+                         show(*routes)));
+      } else {
+        for (rapidjson::SizeType i = 0; i < routes->Size(); ++i)
+          if (auto r = read_route((*routes)[i], index_path(o->path("routes"), i), name))
+            d.routes.push_back(std::move(*r));
+      }
+    }
+    o->report_unknown(errors_);
+    return d;
+  }
+
+  std::optional<domain::route> read_route(const Value& v, const std::string& path,
+                                          const std::string& destination) {
+    auto o = object(v, path);
+    if (!o)
+      return std::nullopt;
+    domain::route r;
+    if (const Value* u = o->get("url"))
+      url(*u, o->path("url"), r.url);
+    else
+      fail(fmt::format("{} is required", o->path("url")));
+    if (const Value* c = o->get("condition"))
+      r.when = read_condition(*c, o->path("condition"), destination);
+    if (const Value* revert = o->get("revert"))
+      r.revert = read_revert(*revert, o->path("revert"));
+    o->report_unknown(errors_);
+    return r;
+  }
+
+  std::optional<domain::condition> read_condition(const Value& v, const std::string& path,
+                                                  const std::string& destination) {
+    auto o = object(v, path);
+    if (!o)
+      return std::nullopt;
+    domain::condition c;
+    if (const Value* p = o->get("jsonPath"); !p) {
+      fail(fmt::format("{} is required", o->path("jsonPath")));
+    } else if (!p->IsString()) {
+      fail(
+          fmt::format("{} must be a string like \"$.a.b\", got {}", o->path("jsonPath"), show(*p)));
+    } else if (auto parsed = domain::json_path::parse(string_of(*p)); !parsed) {
+      fail(fmt::format("{}: {}", o->path("jsonPath"), parsed.err().message));
+    } else {
+      c.path = std::move(parsed.value());
+    }
+    std::optional<domain::condition_operator> op;
+    std::string op_name;
+    if (const Value* p = o->get("operator"); !p) {
+      fail(fmt::format("{} is required (one of eq ne gt gte lt lte contains exists)",
+                       o->path("operator")));
+    } else if (!p->IsString()) {
+      fail(fmt::format("{} must be a string, got {}", o->path("operator"), show(*p)));
+    } else {
+      op_name = string_of(*p);
+      op = domain::parse_condition_operator(op_name);
+      if (op)
+        c.op = *op;
+      else
+        fail(fmt::format("{}: unknown operator '{}' (expected eq ne gt gte lt lte contains exists)",
+                         o->path("operator"), op_name));
+    }
+    const Value* value = o->get("value");
+    if (!value && op && *op != domain::condition_operator::exists)
+      fail(fmt::format("{} is required for operator '{}'", o->path("value"), op_name));
+    if (value)
+      read_condition_value(*value, o->path("value"), op, op_name, c.value);
+    if (const Value* p = o->get("previousDestination")) {
+      if (!p->IsString())
+        fail(fmt::format("{} must be a string, got {}", o->path("previousDestination"), show(*p)));
+      else if (!is_destination(string_of(*p)))
+        fail(fmt::format("{}: unknown route '{}' (known: {})", o->path("previousDestination"),
+                         string_of(*p), known_destinations()));
+      else {
+        c.previous_destination = std::string(string_of(*p));
+        previous_references_[destination].push_back(
+            {o->path("previousDestination"), *c.previous_destination});
+      }
+    }
+    o->report_unknown(errors_);
+    return c;
+  }
+
+  void read_condition_value(const Value& v, const std::string& path,
+                            std::optional<domain::condition_operator> op,
+                            const std::string& op_name, domain::condition_value& out) {
+    using domain::condition_operator;
+    bool ordering = op && (*op == condition_operator::gt || *op == condition_operator::gte ||
+                           *op == condition_operator::lt || *op == condition_operator::lte);
+    if (ordering) {
+      // Stored as a number either way: the comparison is numeric, "50" and 50 mean the same.
+      if (v.IsNumber())
+        out = v.GetDouble();
+      else if (auto d = v.IsString() ? parse_double(string_of(v)) : std::nullopt)
+        out = *d;
+      else
+        fail(fmt::format("{} must be a number (or a numeric string) for operator '{}', got {}",
+                         path, op_name, show(v)));
+      return;
+    }
+    if (v.IsBool())
+      out = v.GetBool();
+    else if (v.IsNumber())
+      out = v.GetDouble();
+    else if (v.IsString())
+      out = std::string(string_of(v));
+    else
+      fail(fmt::format("{} must be a string, number or boolean, got {}", path, show(v)));
+    if (op && *op == condition_operator::exists)
+      out = std::monostate{};
+  }
+
+  std::optional<domain::revert_template> read_revert(const Value& v, const std::string& path) {
+    auto o = object(v, path);
+    if (!o)
+      return std::nullopt;
+    domain::revert_template t;
+    const Value* url_value = o->get("url");
+    if (url_value)
+      url(*url_value, o->path("url"), t.url);
+    else
+      fail(fmt::format("{} is required", o->path("url")));
+    method(*o, t.method);
+    std::set<std::string, std::less<>> extract_names;
+    if (const Value* extract = o->get("extract"))
+      if (auto e = object(*extract, o->path("extract")))
+        for (const auto& m : extract->GetObject()) {
+          extract_names.emplace(name_of(m.name));
+          if (auto x = read_extraction(m.value, e->path(name_of(m.name))))
+            t.extract.insert_or_assign(std::string(name_of(m.name)), std::move(*x));
+        }
+    const Value* payload = o->get("payload");
+    if (payload && !payload->IsObject())
+      fail(fmt::format("{} must be a JSON object, got {}", o->path("payload"), show(*payload)));
+    else if (payload)
+      t.payload_json = compact_json(*payload);
+
+    // Placeholders without an extract entry would only be discovered when a compensation runs,
+    // typically long after start-up and at the worst moment.
+    auto check = [&](std::string_view text, const std::string& where) {
+      std::set<std::string> reported;
+      for (const auto& name : domain::template_placeholders(text))
+        if (!extract_names.count(name) && reported.insert(name).second)
+          fail(fmt::format("{} uses {{{}}} but revert.extract has no '{}'", where, name, name));
+    };
+    if (url_value && url_value->IsString())
+      check(string_of(*url_value), o->path("url"));
+    if (payload && payload->IsObject())
+      for_each_string(*payload, o->path("payload"), check);
+    o->report_unknown(errors_);
+    return t;
+  }
+
+  template <class F>
+  static void for_each_string(const Value& v, const std::string& path, const F& visit) {
+    if (v.IsString())
+      visit(string_of(v), path);
+    else if (v.IsObject())
+      for (const auto& m : v.GetObject())
+        for_each_string(m.value, child_path(path, name_of(m.name)), visit);
+    else if (v.IsArray())
+      for (rapidjson::SizeType i = 0; i < v.Size(); ++i)
+        for_each_string(v[i], index_path(path, i), visit);
+  }
+
+  std::optional<domain::extraction> read_extraction(const Value& v, const std::string& path) {
+    if (!v.IsString()) {
+      fail(fmt::format("{} must be a string like \"response:$.id\", got {}", path, show(v)));
+      return std::nullopt;
+    }
+    std::string_view text = string_of(v);
+    domain::extraction x;
+    if (text.rfind("request:", 0) == 0) {
+      x.from = domain::extraction::source::request;
+      text.remove_prefix(8);
+    } else if (text.rfind("response:", 0) == 0) {
+      text.remove_prefix(9);
+    } else if (text.rfind("$", 0) != 0) {
+      fail(fmt::format("{} must be \"request:$...\", \"response:$...\" or \"$...\", got {}", path,
+                       show(v)));
+      return std::nullopt;
+    }
+    auto parsed = domain::json_path::parse(text);
+    if (!parsed) {
+      fail(fmt::format("{}: {}", path, parsed.err().message));
+      return std::nullopt;
+    }
+    x.path = std::move(parsed.value());
+    return x;
+  }
+
+  void read_fanout(const Value& v, const std::string& path, domain::routing_table& table) {
+    auto o = object(v, path);
+    if (!o)
+      return;
+    for (const auto& m : v.GetObject()) {
+      std::string event(name_of(m.name));
+      auto list_path = o->path(event);
+      if (!m.value.IsArray() || m.value.Empty()) {
+        fail(fmt::format("{} must be a non-empty array of route names, got {}", list_path,
+                         show(m.value)));
+        continue;
+      }
+      std::vector<std::string> names;
+      for (rapidjson::SizeType i = 0; i < m.value.Size(); ++i) {
+        const Value& entry = m.value[i];
+        auto entry_path = index_path(list_path, i);
+        if (!entry.IsString()) {
+          fail(fmt::format("{} must be a route name, got {}", entry_path, show(entry)));
+          continue;
+        }
+        std::string name(string_of(entry));
+        if (!is_destination(name)) {
+          fail(fmt::format("{}: unknown route '{}' (known: {})", entry_path, name,
+                           known_destinations()));
+          continue;
+        }
+        if (std::find(names.begin(), names.end(), name) != names.end()) {
+          fail(fmt::format("{}: route '{}' is listed twice", entry_path, name));
+          continue;
+        }
+        check_previous_destinations(list_path, i, name, names);
+        names.push_back(name);
+      }
+      table.fanout.insert_or_assign(event, std::move(names));
+    }
+  }
+
+  // A condition on an earlier destination's response can only be evaluated if that destination
+  // is called before this one for the same event.
+  void check_previous_destinations(const std::string& list_path, std::size_t index,
+                                   const std::string& name,
+                                   const std::vector<std::string>& earlier) {
+    auto it = previous_references_.find(name);
+    if (it == previous_references_.end())
+      return;
+    std::set<std::string> reported;
+    for (const auto& [where, previous] : it->second)
+      if (std::find(earlier.begin(), earlier.end(), previous) == earlier.end() &&
+          reported.insert(previous).second)
+        fail(fmt::format("{}: '{}' must come after '{}' in this list, because {} reads its "
+                         "response",
+                         index_path(list_path, index), name, previous, where));
+  }
+
+  void read_simulator(object_reader& o, simulator_settings& s) {
+    boolean(o, "enabled", s.enabled);
+    if (const Value* b = o.get("baseUrl")) {
+      if (!b->IsString())
+        fail(fmt::format("{} must be a URL string, got {}", o.path("baseUrl"), show(*b)));
+      else if (base_url_.given)
+        url(*b, o.path("baseUrl"), s.base_url);
+      else
+        s.base_url = string_of(*b);
+    }
+    if (const Value* seed = o.get("seed")) {
+      auto i = integer_of(*seed);
+      if (seed->IsUint64())
+        s.seed = seed->GetUint64();
+      else if (i && *i >= 0)
+        s.seed = static_cast<std::uint64_t>(*i);
+      else
+        fail(fmt::format("{} must be a non-negative integer, got {}", o.path("seed"), show(*seed)));
+    }
+    if (const Value* services = o.get("services"))
+      if (auto sv = object(*services, o.path("services")))
+        for (const auto& m : services->GetObject()) {
+          auto name = name_of(m.name);
+          if (std::find(std::begin(knob_names), std::end(knob_names), name) ==
+              std::end(knob_names)) {
+            std::vector<std::string> known(std::begin(knob_names), std::end(knob_names));
+            fail(fmt::format("unknown key {} (known services: {})", sv->path(name),
+                             join(known, ", ")));
+            continue;
+          }
+          simulator_knobs knobs;
+          if (auto k = object(m.value, sv->path(name))) {
+            read_knobs(*k, knobs);
+            k->report_unknown(errors_);
+          }
+          s.services.insert_or_assign(std::string(name), knobs);
+        }
+    for (auto name : knob_names)
+      s.services.try_emplace(std::string(name));
+  }
+
+  void read_knobs(object_reader& o, simulator_knobs& k) {
+    fraction(o, "failureRate", k.failure_rate);
+    integer(o, "failureStatus", k.failure_status, 400, 599);
+    if (const Value* v = o.get("retryAfter")) {
+      auto i = integer_of(*v);
+      if (v->IsNull())
+        k.retry_after = std::monostate{};
+      else if (i && *i >= 0)
+        k.retry_after = *i;
+      else if (v->IsString() && v->GetStringLength() > 0)
+        k.retry_after = std::string(string_of(*v));
+      else
+        fail(fmt::format("{} must be null, a non-negative number of seconds or an HTTP-date "
+                         "string, got {}",
+                         o.path("retryAfter"), show(*v)));
+    }
+    if (const Value* v = o.get("latencyMs")) {
+      constexpr std::int64_t latency_limit = 60000;
+      std::optional<std::int64_t> lo, hi;
+      if (v->IsArray() && v->Size() == 2) {
+        lo = integer_of((*v)[0]);
+        hi = integer_of((*v)[1]);
+      } else if (!v->IsArray()) {
+        lo = hi = integer_of(*v);
+      }
+      if (lo && hi && *lo >= 0 && *lo <= *hi && *hi <= latency_limit) {
+        k.latency_min_ms = static_cast<int>(*lo);
+        k.latency_max_ms = static_cast<int>(*hi);
+      } else {
+        fail(fmt::format("{} must be a number of milliseconds or [min, max] with 0 <= min <= max "
+                         "<= {}, got {}",
+                         o.path("latencyMs"), latency_limit, show(*v)));
+      }
+    }
+    fraction(o, "lateRate", k.late_rate);
+    integer(o, "lateMs", k.late_ms, 0, 600000);
+    integer(o, "failNext", k.fail_next, 0, int_max);
+  }
+
+  std::vector<std::string>& errors_;
+  base_url_state base_url_;
+  std::vector<std::string> destination_names_; // sorted, for lookups and messages
+  // destination -> (key path of a condition's previousDestination, the destination it names)
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> previous_references_;
+};
+
+// Replaces the value of each `password` in a libpq key=value string (quoted values included).
+std::string mask_key_value_password(std::string_view text) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    bool word_start = i == 0 || std::isspace(static_cast<unsigned char>(text[i - 1]));
+    if (!word_start || text.substr(i, 8) != "password") {
+      out.push_back(text[i++]);
+      continue;
+    }
+    std::size_t j = i + 8;
+    while (j < text.size() && text[j] == ' ')
+      ++j;
+    if (j >= text.size() || text[j] != '=') {
+      out.push_back(text[i++]);
+      continue;
+    }
+    ++j;
+    while (j < text.size() && text[j] == ' ')
+      ++j;
+    out.append(text.substr(i, j - i));
+    if (j < text.size() && text[j] == '\'') {
+      for (++j; j < text.size() && text[j] != '\''; ++j)
+        if (text[j] == '\\')
+          ++j;
+      ++j;
+    } else {
+      while (j < text.size() && !std::isspace(static_cast<unsigned char>(text[j])))
+        ++j;
+    }
+    out.append("***");
+    i = std::min(j, text.size());
+  }
+  return out;
+}
+
+} // namespace
+
+std::string_view default_config_text() {
+  for (const auto& [name, text] : embedded::files())
+    if (name == defaults_name)
+      return text;
+  return {};
+}
+
+std::optional<milliseconds> parse_duration(std::string_view text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9')
+    ++digits;
+  if (digits == 0)
+    return std::nullopt;
+  std::int64_t amount = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + digits, amount);
+  if (ec != std::errc())
+    return std::nullopt;
+  auto unit = text.substr(digits);
+  std::int64_t factor = 0;
+  if (unit == "ms")
+    factor = 1;
+  else if (unit == "s")
+    factor = 1000;
+  else if (unit == "m")
+    factor = 60 * 1000;
+  else if (unit == "h")
+    factor = 60 * 60 * 1000;
+  else if (unit == "d")
+    factor = 24 * 60 * 60 * 1000;
+  else if (unit.empty() && amount == 0)
+    return milliseconds{0}; // a bare "0" is unambiguous; "5" is not
+  else
+    return std::nullopt;
+  if (amount > std::numeric_limits<milliseconds::rep>::max() / factor)
+    return std::nullopt;
+  return milliseconds{amount * factor};
+}
+
+std::map<std::string, std::string> process_environment() {
+  std::map<std::string, std::string> out;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    std::string_view text(*entry);
+    auto eq = text.find('=');
+    if (eq != std::string_view::npos && eq > 0)
+      out.emplace(text.substr(0, eq), text.substr(eq + 1));
+  }
+  return out;
+}
+
+std::string mask_database_url(std::string_view url) {
+  std::string_view scheme;
+  for (std::string_view s : {"postgresql://", "postgres://"})
+    if (url.rfind(s, 0) == 0)
+      scheme = s;
+  if (scheme.empty())
+    return mask_key_value_password(url);
+  std::string out(url);
+  auto authority_end = out.find_first_of("/?", scheme.size());
+  auto at =
+      out.rfind('@', authority_end == std::string::npos ? std::string::npos : authority_end - 1);
+  if (at != std::string::npos && at >= scheme.size()) {
+    auto colon = out.find(':', scheme.size());
+    if (colon != std::string::npos && colon < at && colon + 1 < at)
+      out.replace(colon + 1, at - colon - 1, "***");
+  }
+  // libpq also takes the password as a query parameter.
+  if (auto query = out.find('?'); query != std::string::npos) {
+    for (auto pos = out.find("password=", query); pos != std::string::npos;
+         pos = out.find("password=", pos + 1)) {
+      if (out[pos - 1] != '?' && out[pos - 1] != '&')
+        continue;
+      auto value = pos + 9;
+      auto end = out.find('&', value);
+      out.replace(value, (end == std::string::npos ? out.size() : end) - value, "***");
+    }
+  }
+  return out;
+}
+
+load_result load(const load_options& options) {
+  load_result result;
+  Document doc;
+  if (!parse_json(default_config_text(), defaults_source, doc, result.errors))
+    return result;
+  if (options.config_path) {
+    std::string why;
+    auto text = read_file(*options.config_path, why);
+    if (!text) {
+      result.errors.push_back(
+          fmt::format("cannot read configuration file {}: {}", *options.config_path, why));
+      return result;
+    }
+    Document file;
+    if (!parse_json(*text, *options.config_path, file, result.errors))
+      return result;
+    if (!file.IsObject()) {
+      result.errors.push_back(fmt::format("{}: the configuration must be a JSON object, got {}",
+                                          *options.config_path, show(file)));
+      return result;
+    }
+    merge(doc, file, doc.GetAllocator());
+  }
+  apply_environment(doc, options.environment, result.errors);
+  for (const auto& option : options.set_overrides)
+    apply_set(doc, option, result.errors);
+  auto base_url = resolve_base_url(doc);
+  result.effective_json = effective_json(doc);
+
+  settings_reader reader(result.errors, base_url);
+  auto s = reader.read(doc);
+  if (result.errors.empty())
+    result.value = std::move(s);
+  return result;
+}
+
+} // namespace outboxd::conf

@@ -1,0 +1,103 @@
+// outboxd's settings: one struct per section of conf/application.json (SPEC section 7).
+#pragma once
+
+#include "domain/routing.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace outboxd::conf {
+
+using std::chrono::milliseconds;
+
+struct server_settings {
+  std::string host = "127.0.0.1";
+  int port = 9000;
+  int threads = 32;                     // HTTP worker threads; one per concurrent keep-alive client
+  std::size_t max_body_bytes = 1 << 20; // larger bodies get 413
+  milliseconds read_timeout{5000};      // per request read; bounds slow clients
+  milliseconds write_timeout{5000};
+  milliseconds keep_alive_timeout{5000};
+};
+
+struct database_settings {
+  std::string url; // libpq URL or key=value string; empty = the PG* environment variables
+  int pool_size = 8;
+  milliseconds connect_timeout{5000};
+  milliseconds startup_timeout{60000}; // how long start-up keeps retrying an unreachable database
+};
+
+struct backoff_settings {
+  milliseconds base{1000};
+  milliseconds max{60000};
+};
+
+struct outbox_settings {
+  int pool_size = 3;
+  int batch_size = 100;
+  milliseconds poll_interval{2000};
+  bool use_listen_notify = true;
+  int max_retries = 3;
+  backoff_settings backoff;
+  milliseconds lease_timeout{60000};
+  milliseconds reaper_interval{10000};
+  milliseconds retention{0}; // 0 disables the retention job
+  milliseconds shutdown_timeout{10000};
+};
+
+struct dlq_settings {
+  int max_retries = 3;
+  backoff_settings backoff;
+};
+
+/// Retry-After a simulated failure carries: none, a number of seconds, or an HTTP-date.
+using retry_after_knob = std::variant<std::monostate, std::int64_t, std::string>;
+
+/// Run-time fault knobs of one simulated service operation (e.g. `billing.charge`).
+struct simulator_knobs {
+  double failure_rate = 0.0;
+  int failure_status = 503;
+  retry_after_knob retry_after;
+  int latency_min_ms = 0;
+  int latency_max_ms = 0;
+  double late_rate = 0.0; // apply the side effect, then answer after late_ms
+  int late_ms = 0;
+  int fail_next = 0; // fail the next N calls regardless of failure_rate
+};
+
+struct simulator_settings {
+  bool enabled = true;
+  std::string base_url; // resolved: never empty after loading
+  std::uint64_t seed = 42;
+  std::map<std::string, simulator_knobs> services; // by knob name, e.g. "billing.charge"
+};
+
+struct admin_settings {
+  std::string token; // empty: admin endpoints are open
+};
+
+enum class log_level { debug, info, warn, error };
+enum class log_format { text, json };
+
+struct log_settings {
+  log_level level = log_level::info;
+  log_format format = log_format::text;
+};
+
+struct settings {
+  server_settings server;
+  database_settings database;
+  outbox_settings outbox;
+  dlq_settings dlq;
+  domain::routing_table http;
+  simulator_settings simulator;
+  admin_settings admin;
+  log_settings log;
+};
+
+} // namespace outboxd::conf

@@ -1,0 +1,68 @@
+// Records of the outbox, the dead-letter queue and the result table, as the API and engine read
+// them. Timestamps are ISO-8601 UTC strings from the database clock; JSON columns are JSON text.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace outboxd::domain {
+
+struct event_record {
+  std::int64_t id = 0;
+  std::string aggregate_type;
+  std::string aggregate_id;
+  std::string event_type;
+  std::string payloads_json;
+  std::string status; // PENDING | PROCESSING | PROCESSED | DEAD
+  int attempts = 0;
+  std::optional<std::string> next_retry_at;
+  std::optional<std::string> lease_owner;
+  std::optional<std::string> lease_expires_at;
+  std::optional<std::string> last_error;
+  std::string idempotency_key;
+  std::string created_at;
+  std::string status_changed_at;
+  std::optional<std::string> processed_at;
+};
+
+/// One HTTP attempt (a row of aggregate_results).
+struct attempt_record {
+  std::int64_t id = 0;
+  std::int64_t event_id = 0;
+  std::string aggregate_id;
+  std::string event_type;
+  std::string destination;
+  int fanout_order = 0;
+  int attempt = 0;
+  std::string endpoint_url;
+  std::string http_method;
+  std::optional<std::string> idempotency_key;
+  std::optional<std::string> request_payload_json;
+  std::optional<int> response_status;
+  std::optional<std::string> response_payload_json;
+  std::optional<std::string> response_text;
+  std::string outcome; // success | retryable | non_retryable | skipped
+  std::optional<std::string> error_message;
+  std::optional<int> duration_ms;
+  std::string published_at;
+};
+
+struct dead_letter_record {
+  std::int64_t id = 0;
+  std::int64_t original_event_id = 0;
+  std::string aggregate_id;
+  std::string event_type;
+  std::string payloads_json;
+  std::string reason; // MAX_RETRIES_EXCEEDED | NON_RETRYABLE_ERROR | CANCELLATION_FAILED
+  std::optional<std::string> last_error;
+  std::string status; // PENDING | PROCESSING | PROCESSED | FAILED
+  int attempts = 0;
+  std::optional<std::string> next_retry_at;
+  std::optional<std::string> revert_error;
+  std::string failed_at;
+  std::string status_changed_at;
+  std::optional<std::string> resolved_at;
+};
+
+} // namespace outboxd::domain

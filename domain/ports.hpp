@@ -1,0 +1,70 @@
+// Interfaces the domain needs from the outside world; persistence/ implements them, http/ and
+// actors/ use them, so neither depends on the other's libraries.
+#pragma once
+
+#include "domain/order.hpp"
+#include "domain/outbox.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace outboxd::domain {
+
+/// The store cannot be reached right now (database down, connection lost): retry later (503).
+class store_unavailable : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The result of creating an order with an optional client Idempotency-Key.
+struct create_outcome {
+  enum class kind {
+    created,   // a new order and its OrderCreated event were committed together
+    replayed,  // the key was used before with the same request: the existing order
+    key_reused // the key was used before for a different request: nothing written
+  };
+  kind what = kind::created;
+  order value;
+};
+
+/// The result of a user command on an existing order.
+struct command_outcome {
+  enum class kind { applied, already_done, conflict, not_found };
+  kind what = kind::not_found;
+  std::optional<order> value; // the order after the command (also for already_done/conflict)
+  std::string reason;         // why a conflict was refused
+};
+
+/// An order with everything that happened to it.
+struct order_timeline {
+  order value;
+  std::vector<event_record> events;
+  std::vector<attempt_record> attempts;
+  std::vector<dead_letter_record> dead_letters;
+};
+
+/// Order intake and inspection. Every state change writes the order and its outbox event in
+/// one transaction. Throws store_unavailable when the database cannot be reached.
+class order_store {
+public:
+  virtual ~order_store() = default;
+
+  virtual create_outcome create(const new_order& request,
+                                const std::optional<std::string>& request_key) = 0;
+
+  /// Applies a user command through the state machine; `reason` is used by cancel.
+  virtual command_outcome execute(std::int64_t order_id, order_command command,
+                                  const std::string& reason) = 0;
+
+  /// Non-deleted orders, newest first, with ids below `before_id` when given.
+  virtual std::vector<order> list(std::optional<order_status> status,
+                                  std::optional<std::int64_t> before_id, int limit) = 0;
+
+  /// The order (unless deleted) with its events, attempts and dead letters, oldest first.
+  virtual std::optional<order_timeline> timeline(std::int64_t order_id) = 0;
+};
+
+} // namespace outboxd::domain

@@ -1,0 +1,78 @@
+// Fan-out configuration as the engine sees it: destinations, their routes, conditions and reverts.
+#pragma once
+
+#include "domain/json_path.hpp"
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace outboxd::domain {
+
+enum class condition_operator { eq, ne, gt, gte, lt, lte, contains, exists };
+
+/// Parses an operator name (`eq ne gt gte lt lte contains exists`).
+std::optional<condition_operator> parse_condition_operator(std::string_view name);
+
+/// The literal a condition compares with: absent (for `exists`), a boolean, a number or a string.
+using condition_value = std::variant<std::monostate, bool, double, std::string>;
+
+/// `{jsonPath, operator, value, previousDestination}`: reads this destination's own payload, or
+/// with `previous_destination` the stored response of that earlier destination of the same event.
+struct condition {
+  json_path path;
+  condition_operator op = condition_operator::eq;
+  condition_value value;
+  std::optional<std::string> previous_destination;
+};
+
+/// Where a revert placeholder's value comes from: the stored request or response body.
+struct extraction {
+  enum class source { request, response };
+  source from = source::response;
+  json_path path;
+};
+
+/// How to undo a successful call: URL and payload templates with `{name}` placeholders filled
+/// from `extract`. `payload_json` is the template as JSON text (empty: no body).
+struct revert_template {
+  std::string url;
+  std::string method = "DELETE";
+  std::map<std::string, extraction> extract;
+  std::string payload_json;
+};
+
+/// One way to reach a destination: the first route whose condition holds wins (no condition =
+/// always).
+struct route {
+  std::string url;
+  std::optional<condition> when;
+  std::optional<revert_template> revert;
+};
+
+/// A named destination of the fan-out (e.g. `billing`).
+struct destination {
+  std::string name;
+  std::string method = "POST";
+  std::chrono::milliseconds connect_timeout{2000};
+  std::chrono::milliseconds timeout{5000};
+  std::vector<std::pair<std::string, std::string>> headers;
+  bool required = false; // no matching route is a non-retryable failure instead of a skip
+  std::vector<route> routes;
+};
+
+/// Destinations by name plus, per event type, the ordered list of destination names to call.
+struct routing_table {
+  std::map<std::string, destination> destinations;
+  std::map<std::string, std::vector<std::string>> fanout;
+};
+
+/// The `{name}` placeholders of a URL or string template, in order of appearance.
+std::vector<std::string> template_placeholders(std::string_view text);
+
+} // namespace outboxd::domain

@@ -1,0 +1,353 @@
+// Server set-up and the order API routes. Handlers throw api_error (or let store_unavailable
+// through); the exception handler renders every error, so no handler writes error bodies itself.
+#include "http/api_server.hpp"
+
+#include "http/errors.hpp"
+#include "http/json.hpp"
+#include "log/log.hpp"
+
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <fmt/format.h>
+#include <httplib.h>
+#include <random>
+#include <sys/socket.h>
+
+namespace outboxd::http {
+namespace {
+
+constexpr const char* json_type = "application/json";
+constexpr int default_page = 50;
+constexpr int max_page = 500;
+constexpr std::size_t max_idempotency_key = 255;
+constexpr int listen_backlog = 1024;
+
+// Each request runs start to finish on one pool thread, so per-request context lives here.
+thread_local std::chrono::steady_clock::time_point request_started;
+
+std::string next_request_id() {
+  static const std::uint32_t prefix = std::random_device{}();
+  static std::atomic<std::uint64_t> counter{0};
+  return fmt::format("{:08x}-{:x}", prefix, ++counter);
+}
+
+/// A positive int64 path segment, or a 404 naming what was asked for.
+std::int64_t parse_id(const std::string& text, std::string_view what) {
+  std::int64_t id = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec != std::errc() || end != text.data() + text.size() || id <= 0)
+    throw api_error(error_kind::not_found,
+                    fmt::format("{} '{}' not found: ids are positive integers", what, text));
+  return id;
+}
+
+void reply(httplib::Response& res, int status, const std::string& body) {
+  res.status = status;
+  res.set_content(body, json_type);
+}
+
+void render_error(httplib::Response& res, error_kind kind, const std::string& message,
+                  const domain::field_errors& details = {}, const std::string& request_id = {}) {
+  reply(res, status_of(kind), error_body(kind, message, details, request_id));
+}
+
+std::optional<std::string> idempotency_key(const httplib::Request& req) {
+  if (!req.has_header("Idempotency-Key"))
+    return std::nullopt;
+  auto key = req.get_header_value("Idempotency-Key");
+  bool printable = !key.empty() && key.size() <= max_idempotency_key;
+  for (unsigned char c : key)
+    printable = printable && c >= 0x21 && c <= 0x7E;
+  if (!printable)
+    throw api_error(
+        error_kind::validation_failed,
+        fmt::format("Idempotency-Key must be 1 to {} printable ASCII characters without "
+                    "spaces",
+                    max_idempotency_key),
+        {{"Idempotency-Key", "must be 1 to 255 printable ASCII characters"}});
+  return key;
+}
+
+/// Listing parameters: `status`, `limit` (1..500) and `cursor` (an id from nextCursor).
+struct page_request {
+  std::optional<domain::order_status> status;
+  std::optional<std::int64_t> before;
+  int limit = default_page;
+};
+
+page_request parse_page(const httplib::Request& req) {
+  page_request p;
+  domain::field_errors errors;
+  if (req.has_param("status")) {
+    auto s = req.get_param_value("status");
+    p.status = domain::parse_order_status(s);
+    if (!p.status)
+      errors.push_back({"status", fmt::format("is not an order status, got '{}'", s)});
+  }
+  if (req.has_param("limit")) {
+    auto s = req.get_param_value("limit");
+    int n = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (ec != std::errc() || end != s.data() + s.size() || n < 1 || n > max_page)
+      errors.push_back(
+          {"limit", fmt::format("must be an integer between 1 and {}, got '{}'", max_page, s)});
+    else
+      p.limit = n;
+  }
+  if (req.has_param("cursor")) {
+    auto s = req.get_param_value("cursor");
+    std::int64_t n = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (ec != std::errc() || end != s.data() + s.size() || n < 1)
+      errors.push_back({"cursor", fmt::format("must be a value from nextCursor, got '{}'", s)});
+    else
+      p.before = n;
+  }
+  if (!errors.empty())
+    throw validation_error(errors);
+  return p;
+}
+
+template <class T> T value_or_422(std::variant<T, domain::field_errors> v) {
+  if (auto* errors = std::get_if<domain::field_errors>(&v))
+    throw validation_error(*errors);
+  return std::get<T>(std::move(v));
+}
+
+} // namespace
+
+bool readiness_report::ready() const {
+  for (const auto& [name, state] : checks)
+    if (state != "ok")
+      return false;
+  return true;
+}
+
+api_server::api_server(const conf::server_settings& settings, std::string admin_token,
+                       domain::order_store& store, std::function<readiness_report()> readiness)
+    : settings_(settings), admin_token_(std::move(admin_token)), store_(store),
+      readiness_(std::move(readiness)), server_(std::make_unique<httplib::Server>()) {
+  auto& s = *server_;
+  int threads = settings_.threads;
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  s.set_tcp_nodelay(true); // without it every keep-alive response waits 40 ms for Nagle
+  s.set_keep_alive_max_count(100000);
+  s.set_keep_alive_timeout(
+      std::chrono::duration_cast<std::chrono::seconds>(settings_.keep_alive_timeout).count());
+  s.set_read_timeout(settings_.read_timeout);
+  s.set_write_timeout(settings_.write_timeout);
+  s.set_payload_max_length(settings_.max_body_bytes);
+  // Not the library's default options: they add SO_REUSEPORT, which lets a second outboxd
+  // bind the same port and silently take half the connections. The library also listens with
+  // a backlog of 5; remember the socket to listen again with more.
+  s.set_socket_options([this](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd_ = sock;
+  });
+
+  s.set_pre_routing_handler([](const httplib::Request&, httplib::Response& res) {
+    request_started = std::chrono::steady_clock::now();
+    res.set_header("X-Request-Id", next_request_id());
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  s.set_exception_handler(
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        try {
+          std::rethrow_exception(ep);
+        } catch (const api_error& e) {
+          render_error(res, e.kind(), e.what(), e.details());
+        } catch (const domain::store_unavailable& e) {
+          log::warn("http", "{} {}: database unavailable: {}", req.method, req.path, e.what());
+          render_error(res, error_kind::unavailable, "the database is unavailable; retry later");
+        } catch (const std::exception& e) {
+          auto id = res.get_header_value("X-Request-Id");
+          log::error("http", "{} {} failed (request {}): {}", req.method, req.path, id, e.what());
+          render_error(res, error_kind::internal, "internal error; see the server log", {}, id);
+        }
+      });
+  // Errors the library produces itself (no route, body too large) get the same JSON shape.
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty())
+          return httplib::Server::HandlerResponse::Unhandled;
+        if (res.status == 413)
+          render_error(res, error_kind::payload_too_large, "request body is too large");
+        else if (res.status == 404)
+          render_error(res, error_kind::not_found,
+                       fmt::format("no route for {} {}", req.method, req.path));
+        else if (res.status == 400)
+          render_error(res, error_kind::bad_request, "malformed HTTP request");
+        else
+          return httplib::Server::HandlerResponse::Unhandled;
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::steady_clock::now() - request_started)
+                  .count();
+    auto level = req.method == "GET" && res.status < 500 ? log::level::debug : log::level::info;
+    if (log::enabled(level))
+      log::write(level, "http",
+                 fmt::format("{} {} {} {:.1f}ms", req.method, req.path, res.status, us / 1000.0));
+  });
+  install_routes();
+}
+
+api_server::~api_server() {
+  stop();
+}
+
+int api_server::bind() {
+  int port = settings_.port == 0
+                 ? server_->bind_to_any_port(settings_.host)
+                 : (server_->bind_to_port(settings_.host, settings_.port) ? settings_.port : -1);
+  if (port < 0)
+    throw std::runtime_error(fmt::format("cannot listen on {}:{} (address in use or not available)",
+                                         settings_.host, settings_.port));
+  if (listen_fd_ >= 0)
+    ::listen(listen_fd_, listen_backlog);
+  return port;
+}
+
+void api_server::start() {
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+}
+
+void api_server::stop() {
+  if (server_->is_running() || thread_.joinable())
+    server_->stop();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+void api_server::install_routes() {
+  auto& s = *server_;
+  auto require_admin = [this](const httplib::Request& req) {
+    if (admin_token_.empty())
+      return;
+    auto given = req.get_header_value("Authorization");
+    auto expected = "Bearer " + admin_token_;
+    // Constant-time comparison: the time taken does not tell how much of the token matched.
+    unsigned diff = given.size() != expected.size();
+    for (std::size_t i = 0; i < expected.size(); ++i)
+      diff |= static_cast<unsigned char>(i < given.size() ? given[i] : 0) ^
+              static_cast<unsigned char>(expected[i]);
+    if (diff != 0)
+      throw api_error(error_kind::unauthorized,
+                      "this endpoint needs the header 'Authorization: Bearer <admin.token>'");
+  };
+
+  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    reply(res, 200, R"({"status":"ok"})");
+  });
+  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+    auto report = readiness_();
+    json_writer w;
+    w.start_object();
+    w.field("status", report.ready() ? "ready" : "not_ready");
+    w.key("checks");
+    w.start_object();
+    for (const auto& [name, state] : report.checks)
+      w.field(name, state);
+    w.end_object();
+    w.end_object();
+    reply(res, report.ready() ? 200 : 503, w.str());
+  });
+
+  s.Post("/api/orders", [this](const httplib::Request& req, httplib::Response& res) {
+    auto key = idempotency_key(req);
+    auto body = parse_json_body(req, true);
+    auto request = value_or_422(domain::validate_new_order(*body));
+    auto outcome = store_.create(request, key);
+    using kind = domain::create_outcome::kind;
+    if (outcome.what == kind::key_reused)
+      throw api_error(error_kind::idempotency_key_reused,
+                      fmt::format("Idempotency-Key '{}' was already used for order {} with a "
+                                  "different request",
+                                  *key, outcome.value.id));
+    if (outcome.what == kind::created)
+      log::info("http", "order {} created: {} {} {} ({}), event OrderCreated queued",
+                outcome.value.id, domain::to_decimal(outcome.value.total_amount),
+                outcome.value.currency, outcome.value.customer_id,
+                domain::to_string(outcome.value.shipping));
+    else
+      res.set_header("Idempotent-Replayed", "true");
+    res.set_header("Location", fmt::format("/api/orders/{}", outcome.value.id));
+    reply(res, 201, order_json(outcome.value));
+  });
+
+  s.Get("/api/orders", [this](const httplib::Request& req, httplib::Response& res) {
+    auto page = parse_page(req);
+    auto orders = store_.list(page.status, page.before, page.limit);
+    json_writer w;
+    w.start_object();
+    w.key("orders");
+    w.start_array();
+    for (const auto& o : orders)
+      write_order(w, o);
+    w.end_array();
+    w.key("nextCursor");
+    if (static_cast<int>(orders.size()) == page.limit)
+      w.value(std::to_string(orders.back().id));
+    else
+      w.null();
+    w.end_object();
+    reply(res, 200, w.str());
+  });
+
+  s.Get(R"(/api/orders/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    auto id = parse_id(req.matches[1], "order");
+    auto t = store_.timeline(id);
+    if (!t)
+      throw api_error(error_kind::not_found, fmt::format("order {} not found", id));
+    reply(res, 200, timeline_json(*t));
+  });
+
+  // Runs a user command and answers from the resulting state; `ok_status` on success.
+  auto command = [this](std::int64_t id, domain::order_command cmd, const std::string& reason) {
+    auto outcome = store_.execute(id, cmd, reason);
+    using kind = domain::command_outcome::kind;
+    if (outcome.what == kind::not_found)
+      throw api_error(error_kind::not_found, fmt::format("order {} not found", id));
+    if (outcome.what == kind::conflict)
+      throw api_error(error_kind::invalid_transition,
+                      fmt::format("order {}: {}", id, outcome.reason));
+    return outcome;
+  };
+
+  s.Put(R"(/api/orders/([^/]+)/status)",
+        [command](const httplib::Request& req, httplib::Response& res) {
+          auto id = parse_id(req.matches[1], "order");
+          auto body = parse_json_body(req, true);
+          auto cmd = value_or_422(domain::validate_status_update(*body));
+          auto outcome = command(id, cmd, {});
+          if (outcome.what == domain::command_outcome::kind::applied)
+            log::info("http", "order {} is now {}, event OrderStatusUpdated queued", id,
+                      domain::to_string(outcome.value->status));
+          reply(res, 200, order_json(*outcome.value));
+        });
+
+  s.Post(R"(/api/orders/([^/]+)/cancel)", [command](const httplib::Request& req,
+                                                    httplib::Response& res) {
+    auto id = parse_id(req.matches[1], "order");
+    auto body = parse_json_body(req, false);
+    auto reason = value_or_422(domain::validate_cancel(body ? &*body : nullptr));
+    auto outcome = command(id, domain::order_command::cancel, reason);
+    if (outcome.what == domain::command_outcome::kind::applied)
+      log::info("http", "order {} is CANCELLING ({}), event !OrderCreated queued", id, reason);
+    reply(res, 202, order_json(*outcome.value));
+  });
+
+  s.Delete(R"(/api/orders/([^/]+))",
+           [command, require_admin](const httplib::Request& req, httplib::Response& res) {
+             require_admin(req);
+             auto id = parse_id(req.matches[1], "order");
+             command(id, domain::order_command::remove, {});
+             log::info("http", "order {} removed", id);
+             res.status = 204;
+           });
+}
+
+} // namespace outboxd::http

@@ -1,0 +1,60 @@
+// The HTTP front end: cpp-httplib configured for keep-alive load, the order API, health probes,
+// and the one place where errors become responses.
+#pragma once
+
+#include "conf/settings.hpp"
+#include "domain/ports.hpp"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace httplib {
+class Server;
+}
+
+namespace outboxd::http {
+
+/// Readiness of the service: each named check is "ok" or says what is wrong.
+struct readiness_report {
+  std::vector<std::pair<std::string, std::string>> checks;
+  bool ready() const;
+};
+
+class api_server {
+public:
+  /// `store` and `readiness` must outlive the server. `admin_token` guards mutating admin
+  /// endpoints when non-empty.
+  api_server(const conf::server_settings& settings, std::string admin_token,
+             domain::order_store& store, std::function<readiness_report()> readiness);
+  ~api_server();
+  api_server(const api_server&) = delete;
+  api_server& operator=(const api_server&) = delete;
+
+  /// Binds host:port (port 0 picks a free one) and returns the port; throws std::runtime_error
+  /// when the address cannot be bound.
+  int bind();
+  /// Serves on a background thread until stop().
+  void start();
+  /// Stops accepting, waits for requests in flight, joins the thread. Idempotent.
+  void stop();
+
+  /// The underlying server, for other route sets (the simulator) to register on.
+  httplib::Server& native() { return *server_; }
+
+private:
+  void install_routes();
+
+  conf::server_settings settings_;
+  std::string admin_token_;
+  domain::order_store& store_;
+  std::function<readiness_report()> readiness_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int listen_fd_ = -1;
+};
+
+} // namespace outboxd::http

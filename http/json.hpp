@@ -1,0 +1,78 @@
+// JSON in and out of the HTTP layer: request body parsing and a small writer with the codecs of
+// the API's resources (SPEC section 9).
+#pragma once
+
+#include "domain/ports.hpp"
+
+#include <optional>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <string>
+#include <string_view>
+
+namespace httplib {
+struct Request;
+}
+
+namespace outboxd::http {
+
+/// A thin wrapper over rapidjson::Writer with string_view keys and optional fields.
+class json_writer {
+public:
+  json_writer() : w_(buffer_) {}
+
+  void start_object() { w_.StartObject(); }
+  void end_object() { w_.EndObject(); }
+  void start_array() { w_.StartArray(); }
+  void end_array() { w_.EndArray(); }
+  void key(std::string_view k) { w_.Key(k.data(), static_cast<rapidjson::SizeType>(k.size())); }
+  void value(std::string_view s) {
+    w_.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  }
+  void value(const char* s) { value(std::string_view(s)); }
+  void value(const std::string& s) { value(std::string_view(s)); }
+  void value(std::int64_t n) { w_.Int64(n); }
+  void value(int n) { w_.Int(n); }
+  void value(bool b) { w_.Bool(b); }
+  void value(double d) { w_.Double(d); }
+  void null() { w_.Null(); }
+  /// Inserts already-serialised JSON (a JSONB column, a decimal number).
+  void raw(std::string_view json, rapidjson::Type type) {
+    w_.RawValue(json.data(), json.size(), type);
+  }
+
+  template <class T> void field(std::string_view k, const T& v) {
+    key(k);
+    value(v);
+  }
+  template <class T> void field(std::string_view k, const std::optional<T>& v) {
+    key(k);
+    if (v)
+      value(*v);
+    else
+      null();
+  }
+  /// A JSON-text field: null when absent.
+  void raw_field(std::string_view k, const std::optional<std::string>& json);
+
+  std::string str() const { return {buffer_.GetString(), buffer_.GetSize()}; }
+
+private:
+  rapidjson::StringBuffer buffer_;
+  rapidjson::Writer<rapidjson::StringBuffer> w_;
+};
+
+/// Parses a request body as JSON. Throws api_error: 415 when a body comes with another content
+/// type, 400 when it is not well-formed UTF-8 JSON (the message says where). An empty body gives
+/// nullopt when `required` is false, else a 400.
+std::optional<rapidjson::Document> parse_json_body(const httplib::Request& req, bool required);
+
+void write_order(json_writer& w, const domain::order& o);
+void write_event(json_writer& w, const domain::event_record& e);
+void write_attempt(json_writer& w, const domain::attempt_record& a);
+void write_dead_letter(json_writer& w, const domain::dead_letter_record& d);
+std::string order_json(const domain::order& o);
+std::string timeline_json(const domain::order_timeline& t);
+
+} // namespace outboxd::http

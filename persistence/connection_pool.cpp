@@ -1,0 +1,107 @@
+// Connection pool: lazily opened connections, prepared statements registered on each, and the
+// translation of connection-level failures into store_unavailable.
+#include "persistence/connection_pool.hpp"
+
+#include "domain/ports.hpp"
+
+#include <fmt/format.h>
+
+namespace outboxd::persistence {
+namespace {
+
+constexpr auto acquire_wait = std::chrono::seconds(10);
+
+bool is_connection_failure(const pqxx::sql_error& e) {
+  // Class 08: connection exception; 57P0x: the server is shutting down or was restarted.
+  const auto& state = e.sqlstate();
+  return state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0;
+}
+
+} // namespace
+
+std::string make_conninfo(const std::string& url, std::chrono::milliseconds connect_timeout) {
+  auto seconds = std::max<long long>(
+      1, std::chrono::duration_cast<std::chrono::seconds>(connect_timeout).count());
+  bool is_url = url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0;
+  if (is_url) {
+    char sep = url.find('?') == std::string::npos ? '?' : '&';
+    return fmt::format("{}{}connect_timeout={}&application_name=outboxd", url, sep, seconds);
+  }
+  return fmt::format("{}{}connect_timeout={} application_name=outboxd", url, url.empty() ? "" : " ",
+                     seconds);
+}
+
+connection_pool::connection_pool(std::string conninfo, int size, std::vector<statement> statements)
+    : conninfo_(std::move(conninfo)), statements_(std::move(statements)), size_(size) {}
+
+connection_pool::~connection_pool() = default;
+
+connection_pool::slot connection_pool::acquire() {
+  std::unique_lock lock(mutex_);
+  if (!available_.wait_for(lock, acquire_wait, [&] { return !idle_.empty() || open_ < size_; }))
+    throw domain::store_unavailable("no database connection became free within 10s");
+  if (!idle_.empty()) {
+    slot s{std::move(idle_.back())};
+    idle_.pop_back();
+    return s;
+  }
+  ++open_;
+  lock.unlock();
+  try {
+    auto conn = std::make_unique<pqxx::connection>(conninfo_);
+    for (const auto& st : statements_)
+      conn->prepare(st.name, st.sql);
+    return slot{std::move(conn)};
+  } catch (const std::exception& e) {
+    lock.lock();
+    --open_;
+    available_.notify_one();
+    throw domain::store_unavailable(fmt::format("cannot connect to the database: {}", e.what()));
+  }
+}
+
+void connection_pool::release(slot s) {
+  std::lock_guard lock(mutex_);
+  if (s.conn && s.conn->is_open())
+    idle_.push_back(std::move(s.conn));
+  else
+    --open_;
+  available_.notify_one();
+}
+
+void connection_pool::discard_all(slot s) {
+  std::lock_guard lock(mutex_);
+  open_ -= static_cast<int>(idle_.size()) + (s.conn ? 1 : 0);
+  idle_.clear();
+  available_.notify_all();
+}
+
+void connection_pool::handle_failure(slot s, std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const pqxx::broken_connection& ex) {
+    if (s.conn) {
+      s.conn.reset();
+      release(std::move(s));
+    }
+    throw domain::store_unavailable(fmt::format("database connection lost: {}", ex.what()));
+  } catch (const pqxx::in_doubt_error& ex) {
+    // The commit may or may not have happened: the caller must re-read, never blindly redo.
+    s.conn.reset();
+    release(std::move(s));
+    throw domain::store_unavailable(fmt::format("database commit outcome unknown: {}", ex.what()));
+  } catch (const pqxx::sql_error& ex) {
+    if (is_connection_failure(ex)) {
+      s.conn.reset();
+      release(std::move(s));
+      throw domain::store_unavailable(fmt::format("database unavailable: {}", ex.what()));
+    }
+    release(std::move(s));
+    throw;
+  } catch (...) {
+    release(std::move(s));
+    throw;
+  }
+}
+
+} // namespace outboxd::persistence

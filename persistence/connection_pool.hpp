@@ -1,0 +1,95 @@
+// A fixed-size pool of PostgreSQL connections with prepared statements, and the unit-of-work
+// runner that turns connection failures into domain::store_unavailable.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace outboxd::persistence {
+
+/// A named SQL statement, prepared on every connection of the pool that runs it.
+struct statement {
+  std::string name;
+  std::string sql;
+};
+
+/// `url` plus `connect_timeout` and `application_name`, in the form the url uses (a
+/// `postgresql://` URL, a key=value string, or empty for the PG* environment variables).
+std::string make_conninfo(const std::string& url, std::chrono::milliseconds connect_timeout);
+
+class connection_pool {
+public:
+  static constexpr int max_attempts = 3;
+
+  /// Connections are opened lazily, at most `size` of them.
+  connection_pool(std::string conninfo, int size, std::vector<statement> statements);
+  ~connection_pool();
+  connection_pool(const connection_pool&) = delete;
+  connection_pool& operator=(const connection_pool&) = delete;
+
+  /// Runs `work` with a connection. A lost connection is discarded and `work` re-run once on
+  /// a new one, then reported as domain::store_unavailable; a serialization failure or deadlock
+  /// re-runs `work` (up to 3 times). `work` must therefore be a whole unit: begin, do, commit.
+  template <class Work> auto run(Work&& work) {
+    for (int attempt = 1;; ++attempt) {
+      auto c = acquire();
+      try {
+        if constexpr (std::is_void_v<decltype(work(*c.conn))>) {
+          work(*c.conn);
+          release(std::move(c));
+          return;
+        } else {
+          auto result = work(*c.conn);
+          release(std::move(c));
+          return result;
+        }
+      } catch (const pqxx::serialization_failure&) {
+        release(std::move(c));
+        if (attempt >= max_attempts)
+          throw;
+      } catch (const pqxx::deadlock_detected&) {
+        release(std::move(c));
+        if (attempt >= max_attempts)
+          throw;
+      } catch (const pqxx::broken_connection&) {
+        // Nothing was committed (a lost commit is in_doubt_error instead), so the unit can run
+        // again on a fresh connection; the idle ones probably died with this one.
+        discard_all(std::move(c));
+        if (attempt >= 2)
+          handle_failure({}, std::current_exception());
+      } catch (...) {
+        handle_failure(std::move(c), std::current_exception());
+      }
+    }
+  }
+
+  const std::string& conninfo() const { return conninfo_; }
+
+private:
+  struct slot {
+    std::unique_ptr<pqxx::connection> conn;
+  };
+  slot acquire();
+  void release(slot s);
+  /// Drops `s` and every idle connection.
+  void discard_all(slot s);
+  /// Rethrows the exception, as store_unavailable when it means the connection is gone.
+  [[noreturn]] void handle_failure(slot s, std::exception_ptr e);
+
+  std::string conninfo_;
+  std::vector<statement> statements_;
+  std::mutex mutex_;
+  std::condition_variable available_;
+  std::vector<std::unique_ptr<pqxx::connection>> idle_;
+  int size_;
+  int open_ = 0;
+};
+
+} // namespace outboxd::persistence

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The README's second command: install dependencies, build, start a throwaway PostgreSQL, run
+# every test with ctest, stop the database. Exits non-zero on any failure.
+#   scripts/test.sh [--preset asan|dev|release] [extra ctest arguments, e.g. -L unit]
+# The default preset is asan (AddressSanitizer + UBSan, warnings as errors), what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+preset=${OUTBOXD_PRESET:-asan}
+if [[ "${1:-}" == "--preset" ]]; then preset=$2; shift 2; fi
+
+bash scripts/install-deps.sh
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "$(nproc)"
+
+work=$(mktemp -d /tmp/outboxd-test.XXXXXX)
+cleanup() {
+  bash scripts/pg-cluster.sh stop "$work/pg" || true
+  rm -rf "$work" "$(cat "$work/pg/socket_dir" 2>/dev/null || true)"
+}
+trap cleanup EXIT
+if [[ $(id -u) -eq 0 ]]; then chmod 755 "$work"; fi
+
+# Durability buys nothing in a throwaway cluster.
+export TEST_DATABASE_URL=$(PG_EXTRA_OPTS="-c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+  bash scripts/pg-cluster.sh start "$work/pg")
+echo "test database: $TEST_DATABASE_URL"
+
+ctest --preset "$preset" -j 2 "$@"

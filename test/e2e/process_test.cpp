@@ -1,0 +1,133 @@
+// The real outboxd binary as a process: sub-commands, exit codes, start-up, intake, shutdown.
+#include "test/support/http_client.hpp"
+#include "test/support/process.hpp"
+#include "test/support/test_db.hpp"
+
+#include <csignal>
+#include <doctest/doctest.h>
+#include <fstream>
+#include <unistd.h>
+
+using namespace outboxd::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string log_path(const std::string& name) {
+  return "/tmp/outboxd-e2e-" + std::to_string(::getpid()) + "-" + name + ".log";
+}
+
+std::string temp_file(const std::string& name, const std::string& content) {
+  auto path = "/tmp/outboxd-e2e-" + std::to_string(::getpid()) + "-" + name;
+  std::ofstream(path) << content;
+  return path;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+} // namespace
+
+TEST_CASE("--help lists the sub-commands") {
+  auto [code, out] = run_command({OUTBOXD_BINARY, "--help"});
+  CHECK(code == 0);
+  CHECK(contains(out, "serve"));
+  CHECK(contains(out, "migrate"));
+  CHECK(contains(out, "check-config"));
+}
+
+TEST_CASE("check-config prints the effective configuration with secrets masked") {
+  auto [code, out] = run_command(
+      {OUTBOXD_BINARY, "check-config", "--set", "admin.token=topsecret"},
+      {{"OUTBOXD_SERVER_PORT", "9123"}, {"DATABASE_URL", "postgresql://u:hunter2@db/outboxd"}});
+  CHECK(code == 0);
+  CHECK(contains(out, "http://127.0.0.1:9123/api/inventory/reserve"));
+  CHECK_FALSE(contains(out, "topsecret"));
+  CHECK_FALSE(contains(out, "hunter2"));
+  CHECK(contains(out, "configuration is valid"));
+}
+
+TEST_CASE("a broken configuration stops start-up with exit code 2 naming the key") {
+  auto [code, out] = run_command({OUTBOXD_BINARY, "serve", "--set", "outbox.poolSize=0"});
+  CHECK(code == 2);
+  CHECK(contains(out, "outbox.poolSize"));
+
+  auto file =
+      temp_file("bad.json", R"({"http": {"fanout": {"OrderCreated": ["inventory", "nowhere"]}}})");
+  auto [code2, out2] = run_command({OUTBOXD_BINARY, "check-config", "--config", file});
+  CHECK(code2 == 2);
+  CHECK(contains(out2, "nowhere"));
+  ::unlink(file.c_str());
+
+  auto [code3, out3] =
+      run_command({OUTBOXD_BINARY, "check-config"}, {{"OUTBOXD_SERVER_PROT", "1"}});
+  CHECK(code3 == 2);
+  CHECK(contains(out3, "OUTBOXD_SERVER_PROT"));
+}
+
+TEST_CASE("an unknown argument is a usage error") {
+  auto [code, out] = run_command({OUTBOXD_BINARY, "serve", "--frobnicate"});
+  CHECK(code == 2);
+  CHECK(contains(out, "--frobnicate"));
+}
+
+TEST_CASE("migrate applies the schema to an empty database and exits 0") {
+  auto conninfo = cluster_conninfo() + " dbname=outboxd_e2e_migrate";
+  query_value(cluster_conninfo(), "DROP DATABASE IF EXISTS outboxd_e2e_migrate WITH (FORCE)");
+  query_value(cluster_conninfo(), "CREATE DATABASE outboxd_e2e_migrate");
+  auto [code, out] = run_command({OUTBOXD_BINARY, "migrate"}, {{"DATABASE_URL", conninfo}});
+  CHECK(code == 0);
+  CHECK(contains(out, "001_schema.sql"));
+  CHECK(query_value(conninfo, "SELECT count(*) FROM schema_migrations") != "0");
+  auto [again, out2] = run_command({OUTBOXD_BINARY, "migrate"}, {{"DATABASE_URL", conninfo}});
+  CHECK(again == 0);
+  CHECK_FALSE(contains(out2, "applied 001"));
+}
+
+TEST_CASE("serve takes orders over HTTP and stops cleanly on SIGTERM") {
+  auto conninfo = fresh_database("outboxd_e2e_serve");
+  int port = free_port();
+  child_process p({OUTBOXD_BINARY, "serve"},
+                  {{"DATABASE_URL", conninfo}, {"OUTBOXD_SERVER_PORT", std::to_string(port)}},
+                  log_path("serve"));
+  http_client client(port);
+  REQUIRE_MESSAGE(wait_until([&] { return client.get("/readyz").status == 200; }, 20s), p.output());
+  auto created = client.post(
+      "/api/orders", R"({"customerId":"C-9","totalAmount":10.5,"shippingType":"international"})");
+  CHECK(created.status == 201);
+  CHECK(query_value(conninfo,
+                    "SELECT o.order_status || ' ' || e.status FROM orders o JOIN "
+                    "outbox_events e ON e.aggregate_id = o.id::text") == "PENDING PENDING");
+  p.signal(SIGTERM);
+  CHECK(p.wait_exit(10s) == 0);
+  auto out = p.output();
+  CHECK(contains(out, "listening on http://127.0.0.1:" + std::to_string(port)));
+  CHECK(contains(out, "SIGTERM"));
+  CHECK(contains(out, "order 1 created"));
+}
+
+TEST_CASE("serve exits 1 when its port is taken") {
+  auto conninfo = fresh_database("outboxd_e2e_port");
+  int port = free_port();
+  child_process first({OUTBOXD_BINARY, "serve"},
+                      {{"DATABASE_URL", conninfo}, {"OUTBOXD_SERVER_PORT", std::to_string(port)}},
+                      log_path("port-first"));
+  http_client client(port);
+  REQUIRE(wait_until([&] { return client.get("/healthz").status == 200; }, 20s));
+  auto [code, out] =
+      run_command({OUTBOXD_BINARY, "serve"},
+                  {{"DATABASE_URL", conninfo}, {"OUTBOXD_SERVER_PORT", std::to_string(port)}});
+  CHECK(code == 1);
+  CHECK(contains(out, "cannot listen"));
+  first.signal(SIGINT);
+  CHECK(first.wait_exit(10s) == 0);
+}
+
+TEST_CASE("serve gives up with exit 1 when the database stays unreachable") {
+  auto [code, out] = run_command({OUTBOXD_BINARY, "serve", "--set", "database.startupTimeout=1s"},
+                                 {{"DATABASE_URL", "host=127.0.0.1 port=1 user=postgres"},
+                                  {"OUTBOXD_SERVER_PORT", std::to_string(free_port())}});
+  CHECK(code == 1);
+  CHECK(contains(out, "database unreachable"));
+}

@@ -1,0 +1,338 @@
+// The order API over real HTTP on loopback against a real PostgreSQL: every endpoint, every
+// error status, and that refused requests write nothing.
+#include "http/api_server.hpp"
+#include "persistence/connection_pool.hpp"
+#include "persistence/order_repository.hpp"
+#include "test/support/http_client.hpp"
+#include "test/support/test_db.hpp"
+
+#include <doctest/doctest.h>
+#include <pqxx/pqxx>
+
+using namespace outboxd;
+using namespace outboxd::test;
+
+namespace {
+
+const std::string& db() {
+  static const std::string conninfo = fresh_database("outboxd_http_orders");
+  return conninfo;
+}
+
+constexpr const char* valid_order =
+    R"({"customerId":"C-1","totalAmount":99.99,"shippingType":"domestic","items":[{"sku":"A","quantity":1}]})";
+
+struct server_fixture {
+  explicit server_fixture(std::string admin_token = {}) {
+    truncate_all(db());
+    conf::server_settings s;
+    s.port = 0;
+    s.threads = 8;
+    s.max_body_bytes = 64 * 1024;
+    server = std::make_unique<http::api_server>(s, std::move(admin_token), repo, [this] {
+      http::readiness_report r;
+      r.checks.emplace_back("database", database_state);
+      return r;
+    });
+    port = server->bind();
+    server->start();
+    client = std::make_unique<http_client>(port);
+  }
+
+  /// Row counts of every table, to show a refused request wrote nothing.
+  std::string table_counts() {
+    return query_value(db(), "SELECT (SELECT count(*) FROM orders) || '/' || "
+                             "(SELECT count(*) FROM outbox_events) || '/' || "
+                             "(SELECT count(*) FROM orders WHERE deleted)");
+  }
+
+  std::int64_t create() {
+    auto r = client->post("/api/orders", valid_order);
+    REQUIRE(r.status == 201);
+    return r.num("/id");
+  }
+
+  void force_status(std::int64_t id, const char* status) {
+    pqxx::connection c(db());
+    pqxx::work tx(c);
+    tx.exec_params("UPDATE orders SET order_status = $2 WHERE id = $1", id, status);
+    tx.commit();
+  }
+
+  persistence::connection_pool pool{db(), 4, persistence::order_repository::statements()};
+  persistence::order_repository repo{pool};
+  std::string database_state = "ok";
+  std::unique_ptr<http::api_server> server;
+  int port = 0;
+  std::unique_ptr<http_client> client;
+};
+
+struct admin_fixture : server_fixture {
+  admin_fixture() : server_fixture("s3cret") {}
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(server_fixture,
+                  "POST /api/orders answers 201 with the order and queues its event") {
+  auto r = client->post("/api/orders", valid_order);
+  CHECK(r.status == 201);
+  CHECK(r.header("Content-Type") == "application/json");
+  CHECK(r.header("Location") == "/api/orders/1");
+  CHECK_FALSE(r.header("X-Request-Id").empty());
+  CHECK(r.num("/id") == 1);
+  CHECK(r.str("/customerId") == "C-1");
+  CHECK(r.body.find(R"("totalAmount":99.99)") != std::string::npos);
+  CHECK(r.str("/currency") == "USD");
+  CHECK(r.str("/shippingType") == "domestic");
+  CHECK(r.str("/status") == "PENDING");
+  CHECK(r.json["statusReason"].IsNull());
+  CHECK_FALSE(r.str("/createdAt").empty());
+  CHECK(table_counts() == "1/1/0");
+}
+
+TEST_CASE_FIXTURE(server_fixture,
+                  "an Idempotency-Key replays the order and refuses a different body") {
+  auto first = client->post("/api/orders", valid_order, {{"Idempotency-Key", "k-1"}});
+  auto again = client->post("/api/orders", valid_order, {{"Idempotency-Key", "k-1"}});
+  CHECK(first.status == 201);
+  CHECK(again.status == 201);
+  CHECK(again.header("Idempotent-Replayed") == "true");
+  CHECK(again.num("/id") == first.num("/id"));
+  auto other = client->post("/api/orders",
+                            R"({"customerId":"C-2","totalAmount":5,"shippingType":"domestic"})",
+                            {{"Idempotency-Key", "k-1"}});
+  CHECK(other.status == 422);
+  CHECK(other.str("/error/code") == "idempotency_key_reused");
+  auto bad_key = client->post("/api/orders", valid_order, {{"Idempotency-Key", "has space"}});
+  CHECK(bad_key.status == 422);
+  CHECK(bad_key.str("/error/message").find("Idempotency-Key") != std::string::npos);
+  CHECK(table_counts() == "1/1/0");
+}
+
+TEST_CASE_FIXTURE(server_fixture,
+                  "bad create requests get their 4xx with a JSON error and write nothing") {
+  struct bad_request {
+    const char* body;
+    const char* content_type;
+    int status;
+    const char* code;
+    const char* mentions;
+  };
+  const bad_request cases[] = {
+      {R"({"customerId":"C-1","totalAmount":)", "application/json", 400, "malformed_json",
+       "offset"},
+      {"", "application/json", 400, "malformed_json", "empty"},
+      {"not json", "application/json", 400, "malformed_json", "not valid JSON"},
+      {R"({"customerId":"C-1"} trailing)", "application/json", 400, "malformed_json", "offset"},
+      {"{\"customerId\":\"\xff\xfe\",\"totalAmount\":1,\"shippingType\":\"domestic\"}",
+       "application/json", 400, "malformed_json", "encoding"},
+      {R"({"customerId":"C","totalAmount":NaN,"shippingType":"domestic"})", "application/json", 400,
+       "malformed_json", "offset"},
+      {R"({"customerId":"C","totalAmount":1e400,"shippingType":"domestic"})", "application/json",
+       400, "malformed_json", "too big"},
+      {valid_order, "text/plain", 415, "unsupported_media_type", "application/json"},
+      {valid_order, "application/x-www-form-urlencoded", 415, "unsupported_media_type",
+       "Content-Type"},
+      {R"({"totalAmount":10,"shippingType":"domestic"})", "application/json", 422,
+       "validation_failed", "customerId is required"},
+      {R"({"customerId":"C","totalAmount":-1,"shippingType":"domestic"})", "application/json", 422,
+       "validation_failed", "totalAmount"},
+      {R"({"customerId":"C","totalAmount":0,"shippingType":"domestic"})", "application/json", 422,
+       "validation_failed", "totalAmount"},
+      {R"({"customerId":"C","totalAmount":1e15,"shippingType":"domestic"})", "application/json",
+       422, "validation_failed", "at most"},
+      {R"({"customerId":"C","totalAmount":"12","shippingType":"domestic"})", "application/json",
+       422, "validation_failed", "must be a number"},
+      {R"({"customerId":"C","totalAmount":1,"shippingType":"teleport"})", "application/json", 422,
+       "validation_failed", "shippingType"},
+      {R"({"customerId":"'; DROP TABLE orders; --","totalAmount":1,"shippingType":"x"})",
+       "application/json", 422, "validation_failed", "shippingType"},
+      {"[]", "application/json", 422, "validation_failed", "JSON object"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.body);
+    auto r = client->post("/api/orders", c.body, {}, c.content_type);
+    CHECK(r.status == c.status);
+    CHECK(r.str("/error/code") == c.code);
+    CHECK(r.str("/error/message").find(c.mentions) != std::string::npos);
+  }
+  auto details = client->post("/api/orders", R"({"totalAmount":-1})");
+  REQUIRE(details.json["error"]["details"].IsArray());
+  CHECK(details.json["error"]["details"].Size() == 3);
+  CHECK(table_counts() == "0/0/0");
+}
+
+TEST_CASE_FIXTURE(server_fixture,
+                  "a body over server.maxBodyBytes is refused with 413 and nothing written") {
+  std::string huge = R"({"customerId":")" + std::string(100 * 1024, 'x') +
+                     R"(","totalAmount":1,"shippingType":"domestic"})";
+  auto r = client->post("/api/orders", huge);
+  CHECK(r.status == 413);
+  CHECK(r.str("/error/code") == "payload_too_large");
+  CHECK(table_counts() == "0/0/0");
+  http_client fresh(port);
+  CHECK(fresh.get("/healthz").status == 200);
+}
+
+TEST_CASE_FIXTURE(server_fixture, "markup and SQL in strings are stored and returned verbatim") {
+  auto r = client->post(
+      "/api/orders", R"({"customerId":"<img src=x onerror=alert(1)>' OR 1=1 --","totalAmount":1,)"
+                     R"("shippingType":"domestic"})");
+  REQUIRE(r.status == 201);
+  auto got = client->get("/api/orders/" + std::to_string(r.num("/id")));
+  CHECK(got.str("/order/customerId") == "<img src=x onerror=alert(1)>' OR 1=1 --");
+}
+
+TEST_CASE_FIXTURE(server_fixture, "GET /api/orders lists newest first with filters and a cursor") {
+  for (int i = 0; i < 3; ++i)
+    create();
+  force_status(2, "CONFIRMED");
+  auto page = client->get("/api/orders?limit=2");
+  CHECK(page.status == 200);
+  REQUIRE(page.json["orders"].Size() == 2);
+  CHECK(page.num("/orders/0/id") == 3);
+  CHECK(page.str("/nextCursor") == "2");
+  auto rest = client->get("/api/orders?limit=2&cursor=2");
+  REQUIRE(rest.json["orders"].Size() == 1);
+  CHECK(rest.json["nextCursor"].IsNull());
+  auto confirmed = client->get("/api/orders?status=CONFIRMED");
+  REQUIRE(confirmed.json["orders"].Size() == 1);
+  CHECK(confirmed.num("/orders/0/id") == 2);
+  for (const char* bad : {"/api/orders?limit=0", "/api/orders?limit=abc", "/api/orders?limit=501",
+                          "/api/orders?status=NOPE", "/api/orders?cursor=-3"}) {
+    auto r = client->get(bad);
+    CHECK_MESSAGE(r.status == 422, bad);
+    CHECK(r.str("/error/code") == "validation_failed");
+  }
+}
+
+TEST_CASE_FIXTURE(server_fixture,
+                  "GET /api/orders/{id} returns the timeline, 404 for unknown ids") {
+  auto id = create();
+  auto r = client->get("/api/orders/" + std::to_string(id));
+  CHECK(r.status == 200);
+  CHECK(r.num("/order/id") == id);
+  REQUIRE(r.json["events"].Size() == 1);
+  CHECK(r.str("/events/0/eventType") == "OrderCreated");
+  CHECK(r.str("/events/0/status") == "PENDING");
+  CHECK(r.str("/events/0/idempotencyKey") == "order:1:OrderCreated");
+  CHECK(r.json["events"][0]["payloads"]["billing"]["payload"]["amount"].GetDouble() ==
+        doctest::Approx(99.99));
+  CHECK(r.json["attempts"].IsArray());
+  CHECK(r.json["deadLetters"].IsArray());
+  for (const char* bad : {"/api/orders/999", "/api/orders/abc", "/api/orders/0",
+                          "/api/orders/99999999999999999999"}) {
+    auto missing = client->get(bad);
+    CHECK_MESSAGE(missing.status == 404, bad);
+    CHECK(missing.str("/error/code") == "not_found");
+  }
+}
+
+TEST_CASE_FIXTURE(server_fixture,
+                  "PUT status ships and delivers, answers repeats from state, 409 otherwise") {
+  auto id = create();
+  auto path = "/api/orders/" + std::to_string(id) + "/status";
+  auto early = client->put(path, R"({"status":"SHIPPED"})");
+  CHECK(early.status == 409);
+  CHECK(early.str("/error/code") == "invalid_transition");
+  CHECK(early.str("/error/message").find("PENDING") != std::string::npos);
+  CHECK(table_counts() == "1/1/0");
+
+  force_status(id, "CONFIRMED");
+  auto shipped = client->put(path, R"({"status":"SHIPPED"})");
+  CHECK(shipped.status == 200);
+  CHECK(shipped.str("/status") == "SHIPPED");
+  CHECK(client->put(path, R"({"status":"SHIPPED"})").status == 200);
+  CHECK(table_counts() == "1/2/0");
+  CHECK(client->put(path, R"({"status":"DELIVERED"})").str("/status") == "DELIVERED");
+  CHECK(client->put(path, R"({"status":"SHIPPED"})").status == 409);
+  CHECK(table_counts() == "1/3/0");
+
+  CHECK(client->put(path, R"({"status":"CANCELLED"})").status == 422);
+  CHECK(client->put(path, R"({"status":)").status == 400);
+  CHECK(client->put(path, R"({"status":"SHIPPED"})", {}, "text/plain").status == 415);
+  CHECK(client->put("/api/orders/404/status", R"({"status":"SHIPPED"})").status == 404);
+  CHECK(table_counts() == "1/3/0");
+}
+
+TEST_CASE_FIXTURE(server_fixture, "POST cancel answers 202, twice the same, and 409 once shipped") {
+  auto id = create();
+  auto path = "/api/orders/" + std::to_string(id) + "/cancel";
+  auto first = client->post(path, R"({"reason":"changed my mind"})");
+  CHECK(first.status == 202);
+  CHECK(first.str("/status") == "CANCELLING");
+  CHECK(first.str("/statusReason") == "changed my mind");
+  auto second = client->post(path, "");
+  CHECK(second.status == 202);
+  CHECK(second.body == first.body);
+  CHECK(table_counts() == "1/2/0");
+
+  auto other = create();
+  force_status(other, "SHIPPED");
+  auto refused = client->post("/api/orders/" + std::to_string(other) + "/cancel", "");
+  CHECK(refused.status == 409);
+  CHECK(
+      client->post("/api/orders/" + std::to_string(other) + "/cancel", R"({"reason":7})").status ==
+      422);
+  CHECK(client->post("/api/orders/77/cancel", "").status == 404);
+  CHECK(table_counts() == "2/3/0");
+}
+
+TEST_CASE_FIXTURE(server_fixture, "DELETE removes terminal orders only") {
+  auto id = create();
+  auto path = "/api/orders/" + std::to_string(id);
+  CHECK(client->del(path).status == 409);
+  CHECK(table_counts() == "1/1/0");
+  force_status(id, "CANCELLED");
+  CHECK(client->del(path).status == 204);
+  CHECK(table_counts() == "1/1/1");
+  CHECK(client->get(path).status == 404);
+  CHECK(client->del(path).status == 404);
+}
+
+TEST_CASE_FIXTURE(admin_fixture, "with admin.token set, DELETE needs the bearer token") {
+  auto id = create();
+  force_status(id, "FAILED");
+  auto path = "/api/orders/" + std::to_string(id);
+  CHECK(client->del(path).status == 401);
+  CHECK(client->del(path, {{"Authorization", "Bearer wrong"}}).status == 401);
+  CHECK(client->del(path, {{"Authorization", "Bearer s3cret-and-more"}}).status == 401);
+  CHECK(table_counts() == "1/1/0");
+  CHECK(client->del(path, {{"Authorization", "Bearer s3cret"}}).status == 204);
+}
+
+TEST_CASE_FIXTURE(server_fixture, "health is always ok and readiness follows its checks") {
+  CHECK(client->get("/healthz").status == 200);
+  auto ready = client->get("/readyz");
+  CHECK(ready.status == 200);
+  CHECK(ready.str("/checks/database") == "ok");
+  database_state = "connection refused";
+  auto not_ready = client->get("/readyz");
+  CHECK(not_ready.status == 503);
+  CHECK(not_ready.str("/status") == "not_ready");
+}
+
+TEST_CASE_FIXTURE(server_fixture, "unknown routes get a JSON 404") {
+  auto r = client->get("/api/nothing-here");
+  CHECK(r.status == 404);
+  CHECK(r.str("/error/code") == "not_found");
+}
+
+TEST_CASE("a database that goes away turns intake into 503, not a hang or a crash") {
+  persistence::connection_pool pool(
+      persistence::make_conninfo("host=127.0.0.1 port=1 user=postgres", std::chrono::seconds(1)), 2,
+      persistence::order_repository::statements());
+  persistence::order_repository repo(pool);
+  conf::server_settings s;
+  s.port = 0;
+  s.threads = 4;
+  http::api_server server(s, {}, repo, [] { return http::readiness_report{}; });
+  auto port = server.bind();
+  server.start();
+  http_client client(port);
+  auto r = client.post("/api/orders", valid_order);
+  CHECK(r.status == 503);
+  CHECK(r.str("/error/code") == "unavailable");
+  CHECK(client.get("/api/orders").status == 503);
+}

@@ -1,0 +1,260 @@
+// Order intake on a real PostgreSQL: atomicity, idempotency, the state machine under locks,
+// listing, and concurrency.
+#include "domain/ports.hpp"
+#include "persistence/connection_pool.hpp"
+#include "persistence/order_repository.hpp"
+#include "test/support/test_db.hpp"
+
+#include <atomic>
+#include <doctest/doctest.h>
+#include <pqxx/pqxx>
+#include <set>
+#include <thread>
+
+using namespace outboxd;
+using namespace outboxd::test;
+
+namespace {
+
+const std::string& db() {
+  static const std::string conninfo = fresh_database("outboxd_pg_orders");
+  return conninfo;
+}
+
+struct fixture {
+  fixture() { truncate_all(db()); }
+  persistence::connection_pool pool{persistence::make_conninfo(db(), std::chrono::seconds(5)), 8,
+                                    persistence::order_repository::statements()};
+  persistence::order_repository repo{pool};
+};
+
+domain::new_order sample(std::string customer = "C-1", std::int64_t cents = 9999) {
+  domain::new_order o;
+  o.customer_id = std::move(customer);
+  o.total_amount = {cents};
+  o.shipping = domain::shipping_type::domestic;
+  o.items = {{"SKU-1", 2}};
+  return o;
+}
+
+void force_status(std::int64_t id, const char* status) {
+  pqxx::connection c(db());
+  pqxx::work tx(c);
+  tx.exec_params("UPDATE orders SET order_status = $2 WHERE id = $1", id, status);
+  tx.commit();
+}
+
+long long events_of(std::int64_t id) {
+  return std::stoll(query_value(db(), "SELECT count(*) FROM outbox_events WHERE aggregate_id = '" +
+                                          std::to_string(id) + "'"));
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(fixture,
+                  "creating an order commits the order and its OrderCreated event together") {
+  auto out = repo.create(sample(), std::nullopt);
+  CHECK(out.what == domain::create_outcome::kind::created);
+  CHECK(out.value.id == 1);
+  CHECK(out.value.status == domain::order_status::pending);
+  CHECK(out.value.total_amount.cents == 9999);
+  CHECK(out.value.created_at.size() == 24); // 2026-11-30T12:00:00.123Z
+  CHECK(count_rows(db(), "orders") == 1);
+  CHECK(query_value(db(), "SELECT event_type || ' ' || status || ' ' || idempotency_key || ' ' || "
+                          "aggregate_type FROM outbox_events") ==
+        "OrderCreated PENDING order:1:OrderCreated order");
+  CHECK(query_value(db(), "SELECT payloads #>> '{billing,payload,amount}' FROM outbox_events") ==
+        "99.99");
+  CHECK(query_value(db(),
+                    "SELECT payloads #>> '{inventory,payload,items,0,sku}' FROM outbox_events") ==
+        "SKU-1");
+}
+
+TEST_CASE_FIXTURE(fixture, "a failure after the order insert leaves neither row") {
+  // Occupy the event key the next order will need, so the event insert fails after the order
+  // insert succeeded inside the same transaction.
+  {
+    pqxx::connection c(db());
+    pqxx::work tx(c);
+    tx.exec("INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payloads, "
+            "idempotency_key) VALUES ('test', 'x', 'Blocker', '{}', 'order:1:OrderCreated')");
+    tx.commit();
+  }
+  CHECK_THROWS_AS(repo.create(sample(), std::nullopt), pqxx::unique_violation);
+  CHECK(count_rows(db(), "orders") == 0);
+  CHECK(count_rows(db(), "outbox_events") == 1);
+}
+
+TEST_CASE_FIXTURE(fixture, "the same Idempotency-Key and body return the first order") {
+  auto first = repo.create(sample(), std::string("key-1"));
+  auto again = repo.create(sample(), std::string("key-1"));
+  CHECK(first.what == domain::create_outcome::kind::created);
+  CHECK(again.what == domain::create_outcome::kind::replayed);
+  CHECK(again.value.id == first.value.id);
+  CHECK(count_rows(db(), "orders") == 1);
+  CHECK(count_rows(db(), "outbox_events") == 1);
+}
+
+TEST_CASE_FIXTURE(fixture, "reusing an Idempotency-Key for a different order writes nothing") {
+  repo.create(sample("C-1"), std::string("key-2"));
+  auto other = repo.create(sample("C-2"), std::string("key-2"));
+  CHECK(other.what == domain::create_outcome::kind::key_reused);
+  CHECK(other.value.customer_id == "C-1");
+  CHECK(count_rows(db(), "orders") == 1);
+  CHECK(count_rows(db(), "outbox_events") == 1);
+}
+
+TEST_CASE_FIXTURE(fixture, "concurrent creates with one Idempotency-Key make exactly one order") {
+  std::atomic<int> created{0}, replayed{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] {
+      auto r = repo.create(sample(), std::string("same-key"));
+      (r.what == domain::create_outcome::kind::created ? created : replayed)++;
+    });
+  for (auto& t : threads)
+    t.join();
+  CHECK(created == 1);
+  CHECK(replayed == 7);
+  CHECK(count_rows(db(), "orders") == 1);
+  CHECK(count_rows(db(), "outbox_events") == 1);
+}
+
+TEST_CASE_FIXTURE(fixture, "concurrent creates each get their own order and matching event") {
+  constexpr int threads_n = 6, per_thread = 25;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < threads_n; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i)
+        repo.create(sample("C-" + std::to_string(t), 100 + i), std::nullopt);
+    });
+  for (auto& t : threads)
+    t.join();
+  CHECK(count_rows(db(), "orders") == threads_n * per_thread);
+  CHECK(count_rows(db(), "outbox_events") == threads_n * per_thread);
+  CHECK(query_value(db(), "SELECT count(*) FROM orders o JOIN outbox_events e ON e.aggregate_id = "
+                          "o.id::text AND (e.payloads #>> '{billing,payload,amount}')::numeric = "
+                          "o.total_amount") == std::to_string(threads_n * per_thread));
+}
+
+TEST_CASE_FIXTURE(fixture,
+                  "shipping and delivering follow the state machine and queue one event each") {
+  auto id = repo.create(sample(), std::nullopt).value.id;
+  using kind = domain::command_outcome::kind;
+
+  auto early = repo.execute(id, domain::order_command::ship, {});
+  CHECK(early.what == kind::conflict);
+  CHECK(early.reason.find("PENDING") != std::string::npos);
+  CHECK(events_of(id) == 1);
+
+  force_status(id, "CONFIRMED");
+  auto shipped = repo.execute(id, domain::order_command::ship, {});
+  CHECK(shipped.what == kind::applied);
+  CHECK(shipped.value->status == domain::order_status::shipped);
+  CHECK(repo.execute(id, domain::order_command::ship, {}).what == kind::already_done);
+  CHECK(events_of(id) == 2);
+  CHECK(query_value(db(), "SELECT payloads #>> '{notifications,payload,oldStatus}' || '>' || "
+                          "(payloads #>> '{notifications,payload,newStatus}') FROM outbox_events "
+                          "WHERE event_type = 'OrderStatusUpdated'") == "CONFIRMED>SHIPPED");
+
+  CHECK(repo.execute(id, domain::order_command::deliver, {}).what == kind::applied);
+  CHECK(repo.execute(id, domain::order_command::deliver, {}).what == kind::already_done);
+  CHECK(events_of(id) == 3);
+  CHECK(query_value(db(), "SELECT order_status FROM orders") == "DELIVERED");
+}
+
+TEST_CASE_FIXTURE(fixture, "cancelling twice records the reason once and queues one cancellation") {
+  auto id = repo.create(sample(), std::nullopt).value.id;
+  auto first = repo.execute(id, domain::order_command::cancel, "changed my mind");
+  auto second = repo.execute(id, domain::order_command::cancel, "again");
+  CHECK(first.what == domain::command_outcome::kind::applied);
+  CHECK(first.value->status == domain::order_status::cancelling);
+  CHECK(first.value->status_reason == "changed my mind");
+  CHECK(second.what == domain::command_outcome::kind::already_done);
+  CHECK(second.value->status_reason == "changed my mind");
+  CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE event_type = '!OrderCreated' "
+                          "AND idempotency_key = 'order:1:!OrderCreated'") == "1");
+}
+
+TEST_CASE_FIXTURE(fixture, "removal is refused before a terminal state and hides the order after") {
+  auto id = repo.create(sample(), std::nullopt).value.id;
+  CHECK(repo.execute(id, domain::order_command::remove, {}).what ==
+        domain::command_outcome::kind::conflict);
+  force_status(id, "FAILED");
+  CHECK(repo.execute(id, domain::order_command::remove, {}).what ==
+        domain::command_outcome::kind::applied);
+  CHECK(query_value(db(), "SELECT deleted FROM orders") == "t");
+  CHECK_FALSE(repo.timeline(id));
+  CHECK(repo.list(std::nullopt, std::nullopt, 10).empty());
+  CHECK(repo.execute(id, domain::order_command::remove, {}).what ==
+        domain::command_outcome::kind::not_found);
+  CHECK(events_of(id) == 1); // removal writes no event
+}
+
+TEST_CASE_FIXTURE(fixture, "commands on unknown orders find nothing and write nothing") {
+  CHECK(repo.execute(999, domain::order_command::cancel, "x").what ==
+        domain::command_outcome::kind::not_found);
+  CHECK(count_rows(db(), "outbox_events") == 0);
+}
+
+TEST_CASE_FIXTURE(fixture, "listing is newest first, filters by status and pages by cursor") {
+  for (int i = 0; i < 5; ++i)
+    repo.create(sample("C-" + std::to_string(i)), std::nullopt);
+  force_status(2, "CONFIRMED");
+  force_status(4, "CONFIRMED");
+  auto all = repo.list(std::nullopt, std::nullopt, 3);
+  REQUIRE(all.size() == 3);
+  CHECK(all[0].id == 5);
+  CHECK(all[2].id == 3);
+  auto rest = repo.list(std::nullopt, all.back().id, 3);
+  REQUIRE(rest.size() == 2);
+  CHECK(rest[0].id == 2);
+  auto confirmed = repo.list(domain::order_status::confirmed, std::nullopt, 10);
+  REQUIRE(confirmed.size() == 2);
+  CHECK(confirmed[0].id == 4);
+}
+
+TEST_CASE_FIXTURE(fixture, "the timeline shows the order's events, attempts and dead letters") {
+  auto id = repo.create(sample(), std::nullopt).value.id;
+  {
+    pqxx::connection c(db());
+    pqxx::work tx(c);
+    tx.exec(
+        "INSERT INTO aggregate_results (event_id, aggregate_id, event_type, destination, "
+        "fanout_order, attempt, endpoint_url, http_method, outcome, response_status, "
+        "response_payload) VALUES (1, '1', 'OrderCreated', 'inventory', 0, 1, "
+        "'http://x/api/inventory/reserve', 'POST', 'success', 200, '{\"reservationId\":\"R\"}')");
+    tx.exec("INSERT INTO dead_letter_events (original_event_id, aggregate_type, aggregate_id, "
+            "event_type, payloads, reason, last_error) VALUES (1, 'order', '1', 'OrderCreated', "
+            "'{}', 'NON_RETRYABLE_ERROR', 'billing: 400')");
+    tx.commit();
+  }
+  auto t = repo.timeline(id);
+  REQUIRE(t);
+  REQUIRE(t->events.size() == 1);
+  CHECK(t->events[0].event_type == "OrderCreated");
+  REQUIRE(t->attempts.size() == 1);
+  CHECK(t->attempts[0].response_payload_json == R"({"reservationId": "R"})");
+  CHECK_FALSE(t->attempts[0].request_payload_json);
+  REQUIRE(t->dead_letters.size() == 1);
+  CHECK(t->dead_letters[0].reason == "NON_RETRYABLE_ERROR");
+}
+
+TEST_CASE_FIXTURE(fixture, "the pool reconnects after its connections are killed") {
+  repo.create(sample(), std::nullopt);
+  query_value(db(), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                    "application_name = 'outboxd' AND pid <> pg_backend_pid()");
+  // Killed by pg_terminate_backend: the unit of work runs again on a fresh connection.
+  auto again = repo.create(sample("C-2"), std::nullopt);
+  CHECK(again.what == domain::create_outcome::kind::created);
+  CHECK(count_rows(db(), "orders") == 2);
+}
+
+TEST_CASE("an unreachable database is reported as unavailable, not as a crash") {
+  persistence::connection_pool pool(
+      persistence::make_conninfo("host=127.0.0.1 port=1 user=postgres", std::chrono::seconds(1)), 2,
+      persistence::order_repository::statements());
+  persistence::order_repository repo(pool);
+  CHECK_THROWS_AS(repo.create(sample(), std::nullopt), domain::store_unavailable);
+  CHECK_THROWS_AS(repo.list(std::nullopt, std::nullopt, 5), domain::store_unavailable);
+}

@@ -2,6 +2,7 @@
 // through); the exception handler renders every error, so no handler writes error bodies itself.
 #include "http/api_server.hpp"
 
+#include "http/auth.hpp"
 #include "http/errors.hpp"
 #include "http/json.hpp"
 #include "log/log.hpp"
@@ -224,21 +225,6 @@ void api_server::stop() {
 
 void api_server::install_routes() {
   auto& s = *server_;
-  auto require_admin = [this](const httplib::Request& req) {
-    if (admin_token_.empty())
-      return;
-    auto given = req.get_header_value("Authorization");
-    auto expected = "Bearer " + admin_token_;
-    // Constant-time comparison: the time taken does not tell how much of the token matched.
-    unsigned diff = given.size() != expected.size();
-    for (std::size_t i = 0; i < expected.size(); ++i)
-      diff |= static_cast<unsigned char>(i < given.size() ? given[i] : 0) ^
-              static_cast<unsigned char>(expected[i]);
-    if (diff != 0)
-      throw api_error(error_kind::unauthorized,
-                      "this endpoint needs the header 'Authorization: Bearer <admin.token>'");
-  };
-
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     reply(res, 200, R"({"status":"ok"})");
   });
@@ -341,8 +327,8 @@ void api_server::install_routes() {
   });
 
   s.Delete(R"(/api/orders/([^/]+))",
-           [command, require_admin](const httplib::Request& req, httplib::Response& res) {
-             require_admin(req);
+           [this, command](const httplib::Request& req, httplib::Response& res) {
+             require_admin(req, admin_token_);
              auto id = parse_id(req.matches[1], "order");
              command(id, domain::order_command::remove, {});
              log::info("http", "order {} removed", id);

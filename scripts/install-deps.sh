@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # The one list of Debian packages outboxd needs. Installs only what is missing; works as root or
-# through sudo. Usage: scripts/install-deps.sh [--runtime]
+# through sudo. Usage: scripts/install-deps.sh [--build|--runtime]
 #   (default)  everything to build, test and run locally: compiler, libraries, PostgreSQL server
+#   --build    compiler and libraries only (the container's build stage)
 #   --runtime  only the shared libraries and tools the container's runtime stage needs
 set -euo pipefail
 
 build_packages=(
   g++ cmake ninja-build pkg-config make
   libcaf-dev libpqxx-dev libcpp-httplib-dev rapidjson-dev libfmt-dev doctest-dev
-  postgresql-15 postgresql-client-15 curl ca-certificates
 )
+database_packages=(postgresql-15 postgresql-client-15 curl ca-certificates)
 runtime_packages=(
   libcaf-core0.17 libcaf-io0.17 libpqxx-6.4 libcpp-httplib0.11 libfmt9 curl ca-certificates
 )
 
-packages=("${build_packages[@]}")
-if [[ "${1:-}" == "--runtime" ]]; then packages=("${runtime_packages[@]}"); fi
+case "${1:-}" in
+  "") packages=("${build_packages[@]}" "${database_packages[@]}") ;;
+  --build) packages=("${build_packages[@]}") ;;
+  --runtime) packages=("${runtime_packages[@]}") ;;
+  *) echo "usage: install-deps.sh [--build|--runtime]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -18,4 +18,8 @@ int serve(const conf::settings& settings, const std::string& effective_json);
 /// `outboxd migrate`: apply pending migrations and exit.
 int migrate(const conf::settings& settings);
 
+/// `outboxd simulator --port N`: serve only the simulated external services (and /healthz) on
+/// server.host:port, no database, until SIGTERM/SIGINT (exit 0); exit 1 when the port is busy.
+int simulator(const conf::settings& settings, int port);
+
 } // namespace outboxd::app

@@ -3,6 +3,7 @@
 #include "conf/loader.hpp"
 #include "log/log.hpp"
 
+#include <charconv>
 #include <cstdio>
 #include <fmt/format.h>
 #include <string>
@@ -11,16 +12,20 @@
 
 namespace {
 
+constexpr int default_simulator_port = 9100;
+
 constexpr const char* usage = R"(usage: outboxd [command] [--config FILE] [--set key=value]...
 
 commands:
   serve         run the service: migrations, HTTP API and UI, outbox engine (default)
   migrate       apply pending database migrations and exit
   check-config  validate the configuration, print the effective values (secrets masked)
+  simulator     run only the simulated external services (no database) on --port N
 
 options:
   --config FILE        JSON configuration merged over the built-in conf/application.json
   --set key=value      override one key, e.g. --set outbox.poolSize=8 (repeatable)
+  --port N             simulator only: the port to listen on (default 9100; 0 picks a free one)
   -h, --help           show this help
 
 Every key can also be set with OUTBOXD_<PATH> environment variables (OUTBOXD_SERVER_PORT=9123);
@@ -50,6 +55,8 @@ int main(int argc, char** argv) {
   std::string command = "serve";
   conf::load_options options;
   std::vector<std::string_view> args(argv + 1, argv + argc);
+  int port = default_simulator_port;
+  bool port_given = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     auto a = args[i];
     if (a == "-h" || a == "--help" || a == "help") {
@@ -63,12 +70,29 @@ int main(int argc, char** argv) {
       options.config_path = std::string(a.substr(9));
     } else if (a.rfind("--set=", 0) == 0) {
       options.set_overrides.emplace_back(a.substr(6));
-    } else if (i == 0 && (a == "serve" || a == "migrate" || a == "check-config")) {
+    } else if (a == "--port" || a.rfind("--port=", 0) == 0) {
+      auto text =
+          a == "--port" ? (i + 1 < args.size() ? args[++i] : std::string_view()) : a.substr(7);
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
+      if (text.empty() || ec != std::errc() || end != text.data() + text.size() || port < 0 ||
+          port > 65535) {
+        fmt::print(stderr, "outboxd: --port must be a port number 0..65535, got '{}'\n\n{}", text,
+                   usage);
+        return app::exit_usage;
+      }
+      port_given = true;
+    } else if (i == 0 &&
+               (a == "serve" || a == "migrate" || a == "check-config" || a == "simulator")) {
       command = std::string(a);
     } else {
       fmt::print(stderr, "outboxd: unknown argument '{}'\n\n{}", a, usage);
       return app::exit_usage;
     }
+  }
+
+  if (port_given && command != "simulator") {
+    fmt::print(stderr, "outboxd: --port is only for the simulator command\n\n{}", usage);
+    return app::exit_usage;
   }
 
   options.environment = conf::process_environment();
@@ -90,5 +114,7 @@ int main(int argc, char** argv) {
   }
   if (command == "migrate")
     return app::migrate(settings);
+  if (command == "simulator")
+    return app::simulator(settings, port);
   return app::serve(settings, loaded.effective_json);
 }

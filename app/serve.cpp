@@ -1,12 +1,19 @@
 // The serve and migrate sequences: load → migrate → start HTTP → wait for a signal → stop in
 // reverse order.
+#include "actors/engine.hpp"
 #include "app/commands.hpp"
 #include "domain/ports.hpp"
 #include "http/api_server.hpp"
+#include "http/consistency.hpp"
+#include "http/simulator.hpp"
 #include "log/log.hpp"
+#include "persistence/aggregate_hooks.hpp"
+#include "persistence/audit_repository.hpp"
 #include "persistence/connection_pool.hpp"
+#include "persistence/dead_letter_admin.hpp"
 #include "persistence/migrations.hpp"
 #include "persistence/order_repository.hpp"
+#include "persistence/statements.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -89,10 +96,13 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
 
   persistence::connection_pool pool(
       persistence::make_conninfo(settings.database.url, settings.database.connect_timeout),
-      settings.database.pool_size, persistence::order_repository::statements());
+      settings.database.pool_size, persistence::pooled_statements());
   persistence::order_repository orders(pool);
+  persistence::dead_letter_admin dead_letters(pool);
+  persistence::order_hooks order_hooks;
+  actors::engine engine(settings, {{std::string(domain::order_aggregate), &order_hooks}});
 
-  auto readiness = [&pool] {
+  auto readiness = [&pool, &engine] {
     http::readiness_report report;
     try {
       auto version =
@@ -106,10 +116,21 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
     } catch (const domain::store_unavailable& e) {
       report.checks.emplace_back("database", e.what());
     }
+    report.checks.emplace_back("listener", engine.listening() ? "ok" : "not connected");
     return report;
   };
 
-  http::api_server server(settings.server, settings.admin.token, orders, readiness);
+  http::api_server server(settings.server, settings.admin.token, {orders, dead_letters, readiness});
+  // The outside world: in this process by default, else the standalone simulator at baseUrl.
+  std::unique_ptr<http::simulator> simulator;
+  std::function<std::string()> ledger = http::remote_ledger(settings.simulator.base_url);
+  if (settings.simulator.enabled) {
+    simulator = std::make_unique<http::simulator>(settings.simulator);
+    simulator->install(server.native(), settings.admin.token);
+    ledger = [&simulator] { return simulator->ledger_json(std::nullopt); };
+  }
+  persistence::audit_repository audit(pool);
+  http::install_consistency_route(server.native(), audit, ledger);
   int port = 0;
   try {
     port = server.bind();
@@ -117,6 +138,7 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
     log::error("main", "{}", e.what());
     return exit_failure;
   }
+  engine.start();
   server.start();
   log::info("main", "outboxd listening on http://{}:{} (web UI: http://{}:{}/)",
             settings.server.host, port,
@@ -125,6 +147,12 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
   int sig = 0;
   sigwait(&signals, &sig);
   log::info("main", "received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  // Reverse order. The engine stops first: its calls in flight may be to this process's own
+  // simulator, which must still answer them; intake stays open meanwhile (orders just queue).
+  if (simulator)
+    simulator->stop(); // simulated latencies end now, so calls in flight return at once
+  engine.stop();
+  log::info("main", "engine stopped");
   server.stop();
   log::info("main", "HTTP server stopped; bye");
   return exit_ok;

@@ -1,4 +1,5 @@
 # Script mode helper of embed.cmake: writes OUT with each of FILES as a raw string literal.
+string(REPLACE "|" ";" FILES "${FILES}")
 set(body "")
 foreach(f IN LISTS FILES)
   file(READ "${f}" content)

@@ -3,6 +3,7 @@
 // collected so that one start-up attempt shows all of them.
 #include "conf/loader.hpp"
 
+#include "conf/knobs.hpp"
 #include "domain/json_path.hpp"
 #include "domain/routing.hpp"
 
@@ -44,18 +45,6 @@ constexpr std::string_view defaults_source = "built-in application.json";
 constexpr std::string_view base_url_reference = "${simulator.baseUrl}";
 constexpr std::string_view env_prefix = "OUTBOXD_";
 
-constexpr std::string_view knob_names[] = {"inventory.reserve",
-                                           "inventory.release",
-                                           "fraudCheck.check",
-                                           "shipping.domestic.create",
-                                           "shipping.domestic.cancel",
-                                           "shipping.international.create",
-                                           "shipping.international.cancel",
-                                           "billing.charge",
-                                           "billing.refund",
-                                           "highValue.process",
-                                           "highValue.cancel",
-                                           "notifications.send"};
 constexpr std::string_view http_methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"};
 constexpr std::string_view secret_header_words[] = {"authorization", "token", "secret", "password",
                                                     "key"};
@@ -1196,61 +1185,18 @@ private:
       if (auto sv = object(*services, o.path("services")))
         for (const auto& m : services->GetObject()) {
           auto name = name_of(m.name);
-          if (std::find(std::begin(knob_names), std::end(knob_names), name) ==
-              std::end(knob_names)) {
-            std::vector<std::string> known(std::begin(knob_names), std::end(knob_names));
+          if (!is_knob_name(name)) {
             fail(fmt::format("unknown key {} (known services: {})", sv->path(name),
-                             join(known, ", ")));
+                             known_knob_names()));
             continue;
           }
           simulator_knobs knobs;
-          if (auto k = object(m.value, sv->path(name))) {
-            read_knobs(*k, knobs);
-            k->report_unknown(errors_);
-          }
+          for (auto& problem : apply_knob_patch(m.value, knobs, sv->path(name)))
+            fail(std::move(problem));
           s.services.insert_or_assign(std::string(name), knobs);
         }
     for (auto name : knob_names)
       s.services.try_emplace(std::string(name));
-  }
-
-  void read_knobs(object_reader& o, simulator_knobs& k) {
-    fraction(o, "failureRate", k.failure_rate);
-    integer(o, "failureStatus", k.failure_status, 400, 599);
-    if (const Value* v = o.get("retryAfter")) {
-      auto i = integer_of(*v);
-      if (v->IsNull())
-        k.retry_after = std::monostate{};
-      else if (i && *i >= 0)
-        k.retry_after = *i;
-      else if (v->IsString() && v->GetStringLength() > 0)
-        k.retry_after = std::string(string_of(*v));
-      else
-        fail(fmt::format("{} must be null, a non-negative number of seconds or an HTTP-date "
-                         "string, got {}",
-                         o.path("retryAfter"), show(*v)));
-    }
-    if (const Value* v = o.get("latencyMs")) {
-      constexpr std::int64_t latency_limit = 60000;
-      std::optional<std::int64_t> lo, hi;
-      if (v->IsArray() && v->Size() == 2) {
-        lo = integer_of((*v)[0]);
-        hi = integer_of((*v)[1]);
-      } else if (!v->IsArray()) {
-        lo = hi = integer_of(*v);
-      }
-      if (lo && hi && *lo >= 0 && *lo <= *hi && *hi <= latency_limit) {
-        k.latency_min_ms = static_cast<int>(*lo);
-        k.latency_max_ms = static_cast<int>(*hi);
-      } else {
-        fail(fmt::format("{} must be a number of milliseconds or [min, max] with 0 <= min <= max "
-                         "<= {}, got {}",
-                         o.path("latencyMs"), latency_limit, show(*v)));
-      }
-    }
-    fraction(o, "lateRate", k.late_rate);
-    integer(o, "lateMs", k.late_ms, 0, 600000);
-    integer(o, "failNext", k.fail_next, 0, int_max);
   }
 
   std::vector<std::string>& errors_;

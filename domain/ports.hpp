@@ -67,4 +67,28 @@ public:
   virtual std::optional<order_timeline> timeline(std::int64_t order_id) = 0;
 };
 
+/// The result of an operator's redrive of a dead letter.
+struct redrive_outcome {
+  enum class kind { redriven, not_failed, not_found };
+  kind what = kind::not_found;
+  std::optional<dead_letter_record> value;
+};
+
+/// Dead letters as operators see them: inspection and redrive. Throws store_unavailable when
+/// the database cannot be reached.
+class dead_letter_store {
+public:
+  virtual ~dead_letter_store() = default;
+
+  /// Newest first, with ids below `before_id` when given.
+  virtual std::vector<dead_letter_record> list(std::optional<std::string> status,
+                                               std::optional<std::int64_t> before_id,
+                                               int limit) = 0;
+  /// One dead letter with the attempts of its original event (forward and revert).
+  virtual std::optional<std::pair<dead_letter_record, std::vector<attempt_record>>>
+  find(std::int64_t id) = 0;
+  /// FAILED → PENDING with fresh attempts; the compensation resumes where it stopped.
+  virtual redrive_outcome redrive(std::int64_t id) = 0;
+};
+
 } // namespace outboxd::domain

@@ -70,21 +70,24 @@ std::optional<std::string> idempotency_key(const httplib::Request& req) {
   return key;
 }
 
-/// Listing parameters: `status`, `limit` (1..500) and `cursor` (an id from nextCursor).
+/// Listing parameters: `status` (checked by `valid_status`), `limit` (1..500) and `cursor`
+/// (an id from nextCursor).
 struct page_request {
-  std::optional<domain::order_status> status;
+  std::optional<std::string> status;
   std::optional<std::int64_t> before;
   int limit = default_page;
 };
 
-page_request parse_page(const httplib::Request& req) {
+template <class IsStatus>
+page_request parse_page(const httplib::Request& req, IsStatus valid_status) {
   page_request p;
   domain::field_errors errors;
   if (req.has_param("status")) {
     auto s = req.get_param_value("status");
-    p.status = domain::parse_order_status(s);
-    if (!p.status)
-      errors.push_back({"status", fmt::format("is not an order status, got '{}'", s)});
+    if (valid_status(s))
+      p.status = s;
+    else
+      errors.push_back({"status", fmt::format("is not a known status, got '{}'", s)});
   }
   if (req.has_param("limit")) {
     auto s = req.get_param_value("limit");
@@ -126,9 +129,9 @@ bool readiness_report::ready() const {
 }
 
 api_server::api_server(const conf::server_settings& settings, std::string admin_token,
-                       domain::order_store& store, std::function<readiness_report()> readiness)
-    : settings_(settings), admin_token_(std::move(admin_token)), store_(store),
-      readiness_(std::move(readiness)), server_(std::make_unique<httplib::Server>()) {
+                       api_dependencies deps)
+    : settings_(settings), admin_token_(std::move(admin_token)), deps_(std::move(deps)),
+      server_(std::make_unique<httplib::Server>()) {
   auto& s = *server_;
   int threads = settings_.threads;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
@@ -229,7 +232,7 @@ void api_server::install_routes() {
     reply(res, 200, R"({"status":"ok"})");
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    auto report = readiness_();
+    auto report = deps_.readiness();
     json_writer w;
     w.start_object();
     w.field("status", report.ready() ? "ready" : "not_ready");
@@ -246,7 +249,7 @@ void api_server::install_routes() {
     auto key = idempotency_key(req);
     auto body = parse_json_body(req, true);
     auto request = value_or_422(domain::validate_new_order(*body));
-    auto outcome = store_.create(request, key);
+    auto outcome = deps_.orders.create(request, key);
     using kind = domain::create_outcome::kind;
     if (outcome.what == kind::key_reused)
       throw api_error(error_kind::idempotency_key_reused,
@@ -265,8 +268,12 @@ void api_server::install_routes() {
   });
 
   s.Get("/api/orders", [this](const httplib::Request& req, httplib::Response& res) {
-    auto page = parse_page(req);
-    auto orders = store_.list(page.status, page.before, page.limit);
+    auto page = parse_page(
+        req, [](const std::string& s) { return domain::parse_order_status(s).has_value(); });
+    std::optional<domain::order_status> status;
+    if (page.status)
+      status = domain::parse_order_status(*page.status);
+    auto orders = deps_.orders.list(status, page.before, page.limit);
     json_writer w;
     w.start_object();
     w.key("orders");
@@ -285,7 +292,7 @@ void api_server::install_routes() {
 
   s.Get(R"(/api/orders/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
     auto id = parse_id(req.matches[1], "order");
-    auto t = store_.timeline(id);
+    auto t = deps_.orders.timeline(id);
     if (!t)
       throw api_error(error_kind::not_found, fmt::format("order {} not found", id));
     reply(res, 200, timeline_json(*t));
@@ -293,7 +300,7 @@ void api_server::install_routes() {
 
   // Runs a user command and answers from the resulting state; `ok_status` on success.
   auto command = [this](std::int64_t id, domain::order_command cmd, const std::string& reason) {
-    auto outcome = store_.execute(id, cmd, reason);
+    auto outcome = deps_.orders.execute(id, cmd, reason);
     using kind = domain::command_outcome::kind;
     if (outcome.what == kind::not_found)
       throw api_error(error_kind::not_found, fmt::format("order {} not found", id));
@@ -324,6 +331,63 @@ void api_server::install_routes() {
     if (outcome.what == domain::command_outcome::kind::applied)
       log::info("http", "order {} is CANCELLING ({}), event !OrderCreated queued", id, reason);
     reply(res, 202, order_json(*outcome.value));
+  });
+
+  s.Get("/api/dlq", [this](const httplib::Request& req, httplib::Response& res) {
+    auto page = parse_page(req, [](const std::string& s) {
+      return s == "PENDING" || s == "PROCESSING" || s == "PROCESSED" || s == "FAILED";
+    });
+    auto rows = deps_.dead_letters.list(page.status, page.before, page.limit);
+    json_writer w;
+    w.start_object();
+    w.key("deadLetters");
+    w.start_array();
+    for (const auto& d : rows)
+      write_dead_letter(w, d);
+    w.end_array();
+    w.key("nextCursor");
+    if (static_cast<int>(rows.size()) == page.limit)
+      w.value(std::to_string(rows.back().id));
+    else
+      w.null();
+    w.end_object();
+    reply(res, 200, w.str());
+  });
+
+  s.Get(R"(/api/dlq/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    auto id = parse_id(req.matches[1], "dead letter");
+    auto found = deps_.dead_letters.find(id);
+    if (!found)
+      throw api_error(error_kind::not_found, fmt::format("dead letter {} not found", id));
+    json_writer w;
+    w.start_object();
+    w.key("deadLetter");
+    write_dead_letter(w, found->first);
+    w.key("attempts");
+    w.start_array();
+    for (const auto& a : found->second)
+      write_attempt(w, a);
+    w.end_array();
+    w.end_object();
+    reply(res, 200, w.str());
+  });
+
+  s.Post(R"(/api/dlq/([^/]+)/retry)", [this](const httplib::Request& req, httplib::Response& res) {
+    require_admin(req, admin_token_);
+    auto id = parse_id(req.matches[1], "dead letter");
+    auto outcome = deps_.dead_letters.redrive(id);
+    using kind = domain::redrive_outcome::kind;
+    if (outcome.what == kind::not_found)
+      throw api_error(error_kind::not_found, fmt::format("dead letter {} not found", id));
+    if (outcome.what == kind::not_failed)
+      throw api_error(error_kind::invalid_transition,
+                      fmt::format("dead letter {} is {}; only a FAILED dead letter can be retried",
+                                  id, outcome.value->status));
+    log::info("http", "dead letter {} ({} {} {}) redriven by an operator", id,
+              outcome.value->event_type, "aggregate", outcome.value->aggregate_id);
+    json_writer w;
+    write_dead_letter(w, *outcome.value);
+    reply(res, 202, w.str());
   });
 
   s.Delete(R"(/api/orders/([^/]+))",

@@ -24,12 +24,17 @@ struct readiness_report {
   bool ready() const;
 };
 
+/// What the API serves from; everything must outlive the server.
+struct api_dependencies {
+  domain::order_store& orders;
+  domain::dead_letter_store& dead_letters;
+  std::function<readiness_report()> readiness;
+};
+
 class api_server {
 public:
-  /// `store` and `readiness` must outlive the server. `admin_token` guards mutating admin
-  /// endpoints when non-empty.
-  api_server(const conf::server_settings& settings, std::string admin_token,
-             domain::order_store& store, std::function<readiness_report()> readiness);
+  /// `admin_token` guards the mutating admin endpoints when non-empty.
+  api_server(const conf::server_settings& settings, std::string admin_token, api_dependencies deps);
   ~api_server();
   api_server(const api_server&) = delete;
   api_server& operator=(const api_server&) = delete;
@@ -50,8 +55,7 @@ private:
 
   conf::server_settings settings_;
   std::string admin_token_;
-  domain::order_store& store_;
-  std::function<readiness_report()> readiness_;
+  api_dependencies deps_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int listen_fd_ = -1;

@@ -19,16 +19,18 @@ bool is_connection_failure(const pqxx::sql_error& e) {
 
 } // namespace
 
-std::string make_conninfo(const std::string& url, std::chrono::milliseconds connect_timeout) {
+std::string make_conninfo(const std::string& url, std::chrono::milliseconds connect_timeout,
+                          const std::string& application_name) {
   auto seconds = std::max<long long>(
       1, std::chrono::duration_cast<std::chrono::seconds>(connect_timeout).count());
   bool is_url = url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0;
   if (is_url) {
     char sep = url.find('?') == std::string::npos ? '?' : '&';
-    return fmt::format("{}{}connect_timeout={}&application_name=outboxd", url, sep, seconds);
+    return fmt::format("{}{}connect_timeout={}&application_name={}", url, sep, seconds,
+                       application_name);
   }
-  return fmt::format("{}{}connect_timeout={} application_name=outboxd", url, url.empty() ? "" : " ",
-                     seconds);
+  return fmt::format("{}{}connect_timeout={} application_name={}", url, url.empty() ? "" : " ",
+                     seconds, application_name);
 }
 
 connection_pool::connection_pool(std::string conninfo, int size, std::vector<statement> statements)

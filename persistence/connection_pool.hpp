@@ -20,9 +20,10 @@ struct statement {
   std::string sql;
 };
 
-/// `url` plus `connect_timeout` and `application_name`, in the form the url uses (a
-/// `postgresql://` URL, a key=value string, or empty for the PG* environment variables).
-std::string make_conninfo(const std::string& url, std::chrono::milliseconds connect_timeout);
+/// `url` plus `connect_timeout` and `application_name` (what pg_stat_activity shows), in the
+/// form the url uses (a `postgresql://` URL, a key=value string, or empty for the PG* variables).
+std::string make_conninfo(const std::string& url, std::chrono::milliseconds connect_timeout,
+                          const std::string& application_name = "outboxd");
 
 class connection_pool {
 public:

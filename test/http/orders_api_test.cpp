@@ -2,7 +2,9 @@
 // error status, and that refused requests write nothing.
 #include "http/api_server.hpp"
 #include "persistence/connection_pool.hpp"
+#include "persistence/dead_letter_admin.hpp"
 #include "persistence/order_repository.hpp"
+#include "persistence/statements.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/test_db.hpp"
 
@@ -29,11 +31,13 @@ struct server_fixture {
     s.port = 0;
     s.threads = 8;
     s.max_body_bytes = 64 * 1024;
-    server = std::make_unique<http::api_server>(s, std::move(admin_token), repo, [this] {
-      http::readiness_report r;
-      r.checks.emplace_back("database", database_state);
-      return r;
-    });
+    server = std::make_unique<http::api_server>(
+        s, std::move(admin_token), http::api_dependencies{repo, dead_letters, [this] {
+                                                            http::readiness_report r;
+                                                            r.checks.emplace_back("database",
+                                                                                  database_state);
+                                                            return r;
+                                                          }});
     port = server->bind();
     server->start();
     client = std::make_unique<http_client>(port);
@@ -59,8 +63,9 @@ struct server_fixture {
     tx.commit();
   }
 
-  persistence::connection_pool pool{db(), 4, persistence::order_repository::statements()};
+  persistence::connection_pool pool{db(), 4, persistence::pooled_statements()};
   persistence::order_repository repo{pool};
+  persistence::dead_letter_admin dead_letters{pool};
   std::string database_state = "ok";
   std::unique_ptr<http::api_server> server;
   int port = 0;
@@ -324,10 +329,11 @@ TEST_CASE("a database that goes away turns intake into 503, not a hang or a cras
       persistence::make_conninfo("host=127.0.0.1 port=1 user=postgres", std::chrono::seconds(1)), 2,
       persistence::order_repository::statements());
   persistence::order_repository repo(pool);
+  persistence::dead_letter_admin dead_letters(pool);
   conf::server_settings s;
   s.port = 0;
   s.threads = 4;
-  http::api_server server(s, {}, repo, [] { return http::readiness_report{}; });
+  http::api_server server(s, {}, {repo, dead_letters, [] { return http::readiness_report{}; }});
   auto port = server.bind();
   server.start();
   http_client client(port);
@@ -335,4 +341,65 @@ TEST_CASE("a database that goes away turns intake into 503, not a hang or a cras
   CHECK(r.status == 503);
   CHECK(r.str("/error/code") == "unavailable");
   CHECK(client.get("/api/orders").status == 503);
+}
+
+namespace {
+/// A dead letter in `status` for a new order; returns its id.
+std::int64_t add_dead_letter(server_fixture& f, const char* status) {
+  auto order = f.create();
+  pqxx::connection c(db());
+  pqxx::work tx(c);
+  auto id =
+      tx.exec_params1(
+            "INSERT INTO dead_letter_events (original_event_id, aggregate_type, aggregate_id, "
+            "event_type, payloads, reason, last_error, status, attempts) SELECT id, "
+            "'order', aggregate_id, event_type, payloads, 'MAX_RETRIES_EXCEEDED', "
+            "'billing: HTTP 503', $2, 4 FROM outbox_events WHERE aggregate_id = $1 RETURNING id",
+            std::to_string(order), status)[0]
+          .as<std::int64_t>();
+  tx.commit();
+  return id;
+}
+} // namespace
+
+TEST_CASE_FIXTURE(server_fixture,
+                  "GET /api/dlq lists dead letters and GET /api/dlq/{id} shows one") {
+  auto failed = add_dead_letter(*this, "FAILED");
+  auto pending = add_dead_letter(*this, "PENDING");
+  auto all = client->get("/api/dlq");
+  CHECK(all.status == 200);
+  REQUIRE(all.json["deadLetters"].Size() == 2);
+  CHECK(all.num("/deadLetters/0/id") == pending);
+  auto only_failed = client->get("/api/dlq?status=FAILED");
+  REQUIRE(only_failed.json["deadLetters"].Size() == 1);
+  CHECK(only_failed.num("/deadLetters/0/id") == failed);
+  CHECK(client->get("/api/dlq?status=BROKEN").status == 422);
+  auto one = client->get("/api/dlq/" + std::to_string(failed));
+  CHECK(one.status == 200);
+  CHECK(one.str("/deadLetter/reason") == "MAX_RETRIES_EXCEEDED");
+  CHECK(one.str("/deadLetter/lastError") == "billing: HTTP 503");
+  CHECK(one.json["attempts"].IsArray());
+  CHECK(client->get("/api/dlq/999").status == 404);
+}
+
+TEST_CASE_FIXTURE(server_fixture, "POST /api/dlq/{id}/retry redrives only FAILED dead letters") {
+  auto failed = add_dead_letter(*this, "FAILED");
+  auto pending = add_dead_letter(*this, "PENDING");
+  auto redriven = client->post("/api/dlq/" + std::to_string(failed) + "/retry", "");
+  CHECK(redriven.status == 202);
+  CHECK(redriven.str("/status") == "PENDING");
+  CHECK(redriven.num("/attempts") == 0);
+  auto again = client->post("/api/dlq/" + std::to_string(failed) + "/retry", "");
+  CHECK(again.status == 409);
+  CHECK(again.str("/error/message").find("PENDING") != std::string::npos);
+  CHECK(client->post("/api/dlq/" + std::to_string(pending) + "/retry", "").status == 409);
+  CHECK(client->post("/api/dlq/424242/retry", "").status == 404);
+}
+
+TEST_CASE_FIXTURE(admin_fixture, "with admin.token set, a redrive needs the bearer token") {
+  auto failed = add_dead_letter(*this, "FAILED");
+  auto path = "/api/dlq/" + std::to_string(failed) + "/retry";
+  CHECK(client->post(path, "").status == 401);
+  CHECK(query_value(db(), "SELECT status FROM dead_letter_events") == "FAILED");
+  CHECK(client->post(path, "", {{"Authorization", "Bearer s3cret"}}).status == 202);
 }

@@ -1,0 +1,64 @@
+// The actor system of the engine: two scheduler threads for the event-based supervisor; every
+// worker is detached and has a thread of its own.
+#include "actors/engine.hpp"
+
+#include "actors/supervisor.hpp"
+#include "log/log.hpp"
+#include "persistence/connection_pool.hpp"
+
+#include <caf/all.hpp>
+
+namespace outboxd::actors {
+
+std::string engine_context::conninfo(const std::string& role) const {
+  return persistence::make_conninfo(settings.database.url, settings.database.connect_timeout,
+                                    "outboxd-" + role);
+}
+
+engine::engine(const conf::settings& settings, persistence::hooks_by_type hooks)
+    : ctx_(std::make_shared<engine_context>()) {
+  ctx_->settings = settings;
+  ctx_->hooks = std::move(hooks);
+}
+
+engine::~engine() {
+  stop();
+}
+
+void engine::start() {
+  config_ = std::make_unique<caf::actor_system_config>();
+  config_->set("scheduler.max-threads", 2);
+  system_ = std::make_unique<caf::actor_system>(*config_);
+  auto supervisor = spawn_supervisor(*system_, ctx_);
+  system_->registry().put(caf::atom("supervisor"),
+                          caf::actor_cast<caf::strong_actor_ptr>(supervisor));
+  running_ = true;
+}
+
+void engine::stop() {
+  if (!running_)
+    return;
+  running_ = false;
+  ctx_->stopping = true;
+  auto supervisor = caf::actor_cast<caf::actor>(system_->registry().get(caf::atom("supervisor")));
+  system_->registry().erase(caf::atom("supervisor"));
+  {
+    caf::scoped_actor self{*system_};
+    // Workers answer between calls; allow them the shutdown timeout plus a margin.
+    auto timeout = ctx_->settings.outbox.shutdown_timeout + std::chrono::seconds(2);
+    self->request(supervisor, timeout, stop_atom::value)
+        .receive([](bool) {},
+                 [](caf::error& e) {
+                   log::warn("supervisor", "workers did not all stop in time: {}", to_string(e));
+                 });
+    self->send_exit(supervisor, caf::exit_reason::user_shutdown);
+  }
+  system_.reset(); // waits for every actor: all of them have quit by now
+  config_.reset();
+}
+
+bool engine::listening() const {
+  return !ctx_->settings.outbox.use_listen_notify || ctx_->listener_connected;
+}
+
+} // namespace outboxd::actors

@@ -1,0 +1,38 @@
+// The outbox engine as main sees it: start, stop within the shutdown timeout, readiness.
+#pragma once
+
+#include "actors/messages.hpp"
+
+#include <memory>
+
+namespace caf {
+class actor_system;
+class actor_system_config;
+} // namespace caf
+
+namespace outboxd::actors {
+
+class engine {
+public:
+  /// `hooks` must outlive the engine.
+  engine(const conf::settings& settings, persistence::hooks_by_type hooks);
+  ~engine();
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  void start();
+  /// Workers finish the call in flight, hand unstarted claims back and stop; returns when all
+  /// stopped or outbox.shutdownTimeout passed. Idempotent.
+  void stop();
+
+  /// The listener holds its LISTEN connection (always true when notifications are off).
+  bool listening() const;
+
+private:
+  context_ptr ctx_;
+  std::unique_ptr<caf::actor_system_config> config_;
+  std::unique_ptr<caf::actor_system> system_;
+  bool running_ = false;
+};
+
+} // namespace outboxd::actors

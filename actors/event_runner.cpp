@@ -1,0 +1,407 @@
+// The per-event pipeline. Every call is recorded before the event's state moves on; every
+// state change presents the lease token, and a lost lease drops the result.
+#include "actors/event_runner.hpp"
+
+#include "domain/delivery.hpp"
+#include "domain/revert.hpp"
+#include "log/log.hpp"
+
+#include <algorithm>
+#include <list>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <set>
+
+namespace outboxd::actors {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr std::size_t max_response_text = 2048;
+constexpr std::size_t max_error_body = 200;
+
+std::string to_json(const rapidjson::Value& v) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  v.Accept(w);
+  return {sb.GetString(), sb.GetSize()};
+}
+
+/// Owns parsed documents so that pointers into them stay valid for a whole event.
+class documents {
+public:
+  const rapidjson::Value* parse(const std::optional<std::string>& text) {
+    if (!text || text->empty())
+      return nullptr;
+    auto& d = docs_.emplace_back();
+    d.Parse(text->data(), text->size());
+    return d.HasParseError() ? nullptr : &d;
+  }
+
+private:
+  std::list<rapidjson::Document> docs_;
+};
+
+std::string truncate(const std::string& s, std::size_t n) {
+  if (s.size() <= n)
+    return s;
+  auto cut = n;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
+    --cut; // never split a UTF-8 sequence
+  return s.substr(0, cut) + "…";
+}
+
+bool sends_body(const std::string& method) {
+  return method == "POST" || method == "PUT" || method == "PATCH";
+}
+
+std::int64_t now_unix_ms() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// The failure of one call, as recorded and as the event's last_error.
+struct failure {
+  domain::call_outcome outcome = domain::call_outcome::non_retryable;
+  std::string error;
+  std::optional<milliseconds> retry_after;
+};
+
+/// Fills the response columns of `row` from `r`, and the error for a non-success.
+void fill_response(persistence::attempt_row& row, const http::call_result& r,
+                   domain::call_outcome outcome) {
+  row.response_status = r.status;
+  row.duration_ms = static_cast<int>(r.duration.count());
+  if (!r.body.empty()) {
+    rapidjson::Document d;
+    d.Parse(r.body.data(), r.body.size());
+    if (!d.HasParseError())
+      row.response_json = r.body;
+    else
+      row.response_text = truncate(r.body, max_response_text);
+  }
+  row.outcome = outcome == domain::call_outcome::success     ? "success"
+                : outcome == domain::call_outcome::retryable ? "retryable"
+                                                             : "non_retryable";
+  if (outcome != domain::call_outcome::success)
+    row.error_message =
+        r.status ? fmt::format("HTTP {}: {}", *r.status, truncate(r.body, max_error_body))
+                 : r.error;
+}
+
+} // namespace
+
+event_runner::event_runner(const engine_context& ctx, std::string actor_name,
+                           persistence::outbox_repository& repo)
+    : ctx_(ctx), name_(std::move(actor_name)), repo_(repo), rng_(std::random_device{}()) {}
+
+milliseconds event_runner::retry_delay(int retry, const std::optional<milliseconds>& retry_after,
+                                       const conf::backoff_settings& backoff) {
+  std::uniform_real_distribution<double> jitter(0.0, 1.0);
+  return domain::retry_delay(retry, retry_after, backoff.base, backoff.max, jitter(rng_));
+}
+
+void event_runner::run(const persistence::claimed_event& e) {
+  if (e.event_type.rfind('!', 0) == 0)
+    run_cancellation(e);
+  else
+    run_fanout(e);
+}
+
+void event_runner::run_fanout(const persistence::claimed_event& e) {
+  const auto& s = ctx_.settings;
+  const int attempt = e.attempts + 1;
+  auto fanout = s.http.fanout.find(e.event_type);
+  if (fanout == s.http.fanout.end()) {
+    log::warn(name_,
+              "event {} ({} of {} {}): no fan-out configured for this type; nothing to deliver",
+              e.id, e.event_type, e.aggregate_type, e.aggregate_id);
+    repo_.complete(e, domain::engine_outcome::fanout_succeeded);
+    return;
+  }
+  documents docs;
+  rapidjson::Document payloads;
+  payloads.Parse(e.payloads_json.data(), e.payloads_json.size());
+  if (payloads.HasParseError() || !payloads.IsObject()) {
+    repo_.dead_letter(e, "NON_RETRYABLE_ERROR", "payloads are not a JSON object");
+    return;
+  }
+
+  // Resume: destinations that already succeeded for this event are not called again; their
+  // stored responses feed previousDestination conditions.
+  domain::previous_responses previous;
+  for (const auto& done : repo_.successes(e.id))
+    previous[done.destination] = docs.parse(done.response_json);
+
+  auto claimed_at = std::chrono::steady_clock::now();
+  std::optional<failure> failed;
+  std::string failed_destination;
+  const auto& names = fanout->second;
+  for (std::size_t i = 0; i < names.size() && !failed; ++i) {
+    const auto& name = names[i];
+    if (previous.count(name)) {
+      log::debug(name_, "event {} {}: {} already succeeded, resuming after it", e.id, e.event_type,
+                 name);
+      continue;
+    }
+    if (ctx_.stopping) {
+      repo_.release(e);
+      log::info(name_, "event {} {} handed back for shutdown before {}", e.id, e.event_type, name);
+      return;
+    }
+    // A long fan-out keeps its lease alive, and learns early when it lost it.
+    if (std::chrono::steady_clock::now() - claimed_at > s.outbox.lease_timeout / 2) {
+      if (!repo_.extend_lease(e, s.outbox.lease_timeout)) {
+        log::warn(name_, "event {} {}: lease lost before {}; another worker owns it now", e.id,
+                  e.event_type, name);
+        return;
+      }
+      claimed_at = std::chrono::steady_clock::now();
+    }
+    const auto& dest = s.http.destinations.at(name);
+    const rapidjson::Value* entry = nullptr;
+    if (auto it = payloads.FindMember(name.c_str()); it != payloads.MemberEnd())
+      entry = &it->value;
+    const rapidjson::Value* payload = nullptr;
+    std::map<std::string, std::string> path_params;
+    if (entry && entry->IsObject()) {
+      if (auto p = entry->FindMember("payload"); p != entry->MemberEnd())
+        payload = &p->value;
+      if (auto pp = entry->FindMember("pathParams");
+          pp != entry->MemberEnd() && pp->value.IsObject())
+        for (const auto& m : pp->value.GetObject())
+          if (m.value.IsString())
+            path_params[m.name.GetString()] = m.value.GetString();
+    }
+
+    persistence::attempt_row row;
+    row.event_id = e.id;
+    row.aggregate_id = e.aggregate_id;
+    row.event_type = e.event_type;
+    row.destination = name;
+    row.fanout_order = static_cast<int>(i);
+    row.attempt = attempt;
+    row.http_method = dest.method;
+
+    auto choice = domain::choose_route(dest, payload, previous);
+    if (choice.what != domain::route_choice::kind::call) {
+      row.outcome = choice.what == domain::route_choice::kind::skip ? "skipped" : "non_retryable";
+      row.error_message = choice.reason;
+      repo_.record_attempt(row);
+      log::info(name_, "event {} {} {} {}: {} {}", e.id, e.event_type, e.aggregate_type,
+                e.aggregate_id, row.outcome == "skipped" ? "skipped" : "failed", choice.reason);
+      if (choice.what == domain::route_choice::kind::fail) {
+        failed = failure{domain::call_outcome::non_retryable, choice.reason, {}};
+        failed_destination = name;
+      }
+      continue;
+    }
+    auto url = domain::fill_url(choice.chosen->url, path_params);
+    if (!url) {
+      row.endpoint_url = choice.chosen->url;
+      row.outcome = "non_retryable";
+      row.error_message = url.err().message;
+      repo_.record_attempt(row);
+      failed = failure{domain::call_outcome::non_retryable, url.err().message, {}};
+      failed_destination = name;
+      break;
+    }
+    row.endpoint_url = url.value();
+    http::call_request req;
+    req.method = dest.method;
+    req.url = url.value();
+    req.connect_timeout = dest.connect_timeout;
+    req.read_timeout = dest.timeout;
+    row.idempotency_key = fmt::format("{}:{}", e.id, name);
+    req.headers = {{"Idempotency-Key", *row.idempotency_key},
+                   {"X-Event-Id", std::to_string(e.id)},
+                   {"X-Event-Type", e.event_type},
+                   {"X-Aggregate-Id", e.aggregate_id},
+                   {"X-Destination", name}};
+    req.headers.insert(req.headers.end(), dest.headers.begin(), dest.headers.end());
+    if (sends_body(dest.method)) {
+      req.body = payload ? to_json(*payload) : "{}";
+      row.request_json = req.body;
+    }
+    auto result = caller_.call(req);
+    auto outcome = result.status ? domain::classify(dest.method, result.status)
+                                 : domain::call_outcome::retryable;
+    fill_response(row, result, outcome);
+    repo_.record_attempt(row);
+    log::info(name_, "event {} {} {} {} → {} {} {} {} {}ms attempt {}", e.id, e.event_type,
+              e.aggregate_type, e.aggregate_id, name, dest.method, row.endpoint_url,
+              result.status ? std::to_string(*result.status) : result.error,
+              result.duration.count(), attempt);
+    if (outcome == domain::call_outcome::success) {
+      previous[name] = docs.parse(row.response_json);
+      continue;
+    }
+    failed = failure{outcome, *row.error_message,
+                     domain::parse_retry_after(result.retry_after, now_unix_ms())};
+    failed_destination = name;
+  }
+
+  if (!failed) {
+    if (repo_.complete(e, domain::engine_outcome::fanout_succeeded))
+      log::info(name_, "event {} {} {} {} processed after {} attempt(s)", e.id, e.event_type,
+                e.aggregate_type, e.aggregate_id, attempt);
+    else
+      log::warn(name_, "event {} {}: lease lost; result dropped", e.id, e.event_type);
+    return;
+  }
+  auto error = failed_destination + ": " + failed->error;
+  if (failed->outcome == domain::call_outcome::retryable && attempt <= s.outbox.max_retries) {
+    auto delay = retry_delay(attempt, failed->retry_after, s.outbox.backoff);
+    if (repo_.retry(e, delay, error))
+      log::info(name_, "event {} {} {} {}: retry {} of {} in {}ms ({}{})", e.id, e.event_type,
+                e.aggregate_type, e.aggregate_id, attempt, s.outbox.max_retries, delay.count(),
+                error, failed->retry_after ? ", Retry-After" : "");
+    else
+      log::warn(name_, "event {} {}: lease lost; retry dropped", e.id, e.event_type);
+    return;
+  }
+  auto reason = failed->outcome == domain::call_outcome::retryable ? "MAX_RETRIES_EXCEEDED"
+                                                                   : "NON_RETRYABLE_ERROR";
+  if (repo_.dead_letter(e, reason, error))
+    log::warn(name_, "event {} {} {} {} dead-lettered ({}): {}", e.id, e.event_type,
+              e.aggregate_type, e.aggregate_id, reason, error);
+  else
+    log::warn(name_, "event {} {}: lease lost; dead-letter dropped", e.id, e.event_type);
+}
+
+void event_runner::run_cancellation(const persistence::claimed_event& e) {
+  const auto& s = ctx_.settings;
+  const int attempt = e.attempts + 1;
+  auto original_type = e.event_type.substr(1);
+  auto original = repo_.latest_event_id(e.aggregate_type, e.aggregate_id, original_type);
+  compensation_result result;
+  if (original)
+    result = compensate(*original, e.aggregate_id, e.event_type, attempt);
+  if (result.what == compensation_result::kind::interrupted) {
+    repo_.release(e);
+    return;
+  }
+  if (result.what == compensation_result::kind::done) {
+    if (repo_.complete(e, domain::engine_outcome::cancellation_compensated))
+      log::info(name_, "event {} {} {} {}: cancellation complete, {} step(s) reverted", e.id,
+                e.event_type, e.aggregate_type, e.aggregate_id, result.reverted);
+    return;
+  }
+  if (result.what == compensation_result::kind::retryable && attempt <= s.outbox.max_retries) {
+    auto delay = retry_delay(attempt, result.retry_after, s.outbox.backoff);
+    if (repo_.retry(e, delay, result.error))
+      log::info(name_, "event {} {} {} {}: retry {} of {} in {}ms ({})", e.id, e.event_type,
+                e.aggregate_type, e.aggregate_id, attempt, s.outbox.max_retries, delay.count(),
+                result.error);
+    return;
+  }
+  // A cancellation that cannot finish is never compensated again: it waits for an operator.
+  if (repo_.dead_letter(e, "CANCELLATION_FAILED", result.error, "FAILED",
+                        domain::engine_outcome::compensation_failed))
+    log::error(name_, "order needs attention: event {} {} {} {} failed: {}", e.id, e.event_type,
+               e.aggregate_type, e.aggregate_id, result.error);
+}
+
+compensation_result event_runner::compensate(std::int64_t original_event_id,
+                                             const std::string& aggregate_id,
+                                             const std::string& row_event_type, int attempt) {
+  const auto& s = ctx_.settings;
+  documents docs;
+  auto steps = repo_.successes(original_event_id);
+  auto reverted_list = repo_.reverted_destinations(original_event_id);
+  std::set<std::string> reverted(reverted_list.begin(), reverted_list.end());
+  compensation_result out;
+  // LIFO: the step applied last is undone first.
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    const auto& step = *it;
+    if (ctx_.stopping) {
+      out.what = compensation_result::kind::interrupted;
+      return out;
+    }
+    persistence::attempt_row row;
+    row.event_id = original_event_id;
+    row.aggregate_id = aggregate_id;
+    row.event_type = row_event_type;
+    row.destination = step.destination + ".revert";
+    row.fanout_order = step.fanout_order;
+    row.attempt = attempt;
+    auto fail = [&](domain::call_outcome kind, const std::string& why) {
+      out.what = kind == domain::call_outcome::retryable ? compensation_result::kind::retryable
+                                                         : compensation_result::kind::non_retryable;
+      out.error = row.destination + ": " + why;
+      return out;
+    };
+    if (reverted.count(step.destination)) {
+      log::info(name_, "event {} {}: {} already reverted, skipping", original_event_id,
+                aggregate_id, step.destination);
+      continue;
+    }
+    auto dest = s.http.destinations.find(step.destination);
+    const domain::route* route = dest == s.http.destinations.end()
+                                     ? nullptr
+                                     : domain::route_for_url(dest->second, step.endpoint_url);
+    if (!route) {
+      row.endpoint_url = step.endpoint_url;
+      row.http_method = "-";
+      row.outcome = "non_retryable";
+      row.error_message = "cannot tell which configured route called " + step.endpoint_url;
+      repo_.record_attempt(row);
+      return fail(domain::call_outcome::non_retryable, *row.error_message);
+    }
+    if (!route->revert) {
+      row.endpoint_url = step.endpoint_url;
+      row.http_method = "-";
+      row.outcome = "skipped";
+      row.error_message = "read-only step: no revert configured";
+      repo_.record_attempt(row);
+      log::info(name_, "event {} {}: {} is read-only, nothing to revert", original_event_id,
+                aggregate_id, step.destination);
+      continue;
+    }
+    auto call = domain::build_revert(*route->revert, docs.parse(step.request_json),
+                                     docs.parse(step.response_json));
+    row.http_method = route->revert->method;
+    if (!call) {
+      row.endpoint_url = route->revert->url;
+      row.outcome = "non_retryable";
+      row.error_message = "revert cannot be built: " + call.err().message;
+      repo_.record_attempt(row);
+      return fail(domain::call_outcome::non_retryable, *row.error_message);
+    }
+    row.endpoint_url = call.value().url;
+    row.idempotency_key = fmt::format("{}:{}:revert", original_event_id, step.destination);
+    http::call_request req;
+    req.method = call.value().method;
+    req.url = call.value().url;
+    req.body = call.value().body_json;
+    req.connect_timeout = dest->second.connect_timeout;
+    req.read_timeout = dest->second.timeout;
+    req.headers = {{"Idempotency-Key", *row.idempotency_key},
+                   {"X-Event-Id", std::to_string(original_event_id)},
+                   {"X-Aggregate-Id", aggregate_id},
+                   {"X-Revert-Aggregate-Id", aggregate_id},
+                   {"X-Revert-Event-Type", row_event_type},
+                   {"X-Revert-Destination", step.destination}};
+    req.headers.insert(req.headers.end(), dest->second.headers.begin(), dest->second.headers.end());
+    if (!req.body.empty())
+      row.request_json = req.body;
+    auto result = caller_.call(req);
+    auto outcome = result.status ? domain::classify(req.method, result.status)
+                                 : domain::call_outcome::retryable;
+    fill_response(row, result, outcome);
+    repo_.record_attempt(row);
+    log::info(name_, "event {} {} revert {} {} {} {} {}ms attempt {}", original_event_id,
+              aggregate_id, step.destination, req.method, req.url,
+              result.status ? std::to_string(*result.status) : result.error,
+              result.duration.count(), attempt);
+    if (outcome != domain::call_outcome::success) {
+      fail(outcome, *row.error_message);
+      out.retry_after = domain::parse_retry_after(result.retry_after, now_unix_ms());
+      return out;
+    }
+    ++out.reverted;
+  }
+  return out;
+}
+
+} // namespace outboxd::actors

@@ -1,0 +1,56 @@
+// Runs one claimed event to its decision: the fan-out of a forward event, or the compensation of
+// a cancellation, and the compensation of a dead letter. Orchestration only: routing, templates,
+// classification and retry delays are decided by domain/, rows written by persistence/.
+#pragma once
+
+#include "actors/messages.hpp"
+#include "http/caller.hpp"
+#include "persistence/outbox_repository.hpp"
+
+#include <chrono>
+#include <optional>
+#include <random>
+#include <string>
+
+namespace outboxd::actors {
+
+/// How a compensation (a run of reverts) ended.
+struct compensation_result {
+  enum class kind { done, retryable, non_retryable, interrupted };
+  kind what = kind::done;
+  std::string error; // "<destination>.revert: <why>" for failures
+  std::optional<std::chrono::milliseconds> retry_after;
+  int reverted = 0;
+};
+
+class event_runner {
+public:
+  /// `actor_name` tags the log lines (e.g. "outbox-processor-2").
+  event_runner(const engine_context& ctx, std::string actor_name,
+               persistence::outbox_repository& repo);
+
+  /// Runs a claimed outbox event and completes, retries, dead-letters or releases it.
+  void run(const persistence::claimed_event& e);
+
+  /// Reverts, newest fan-out step first, the successful forward calls of `original_event_id`
+  /// that have a revert and are not reverted yet. `row_event_type` labels the revert rows.
+  compensation_result compensate(std::int64_t original_event_id, const std::string& aggregate_id,
+                                 const std::string& row_event_type, int attempt);
+
+  /// The delay before retry `retry`, from Retry-After when given, else backoff with jitter.
+  std::chrono::milliseconds retry_delay(int retry,
+                                        const std::optional<std::chrono::milliseconds>& retry_after,
+                                        const conf::backoff_settings& backoff);
+
+private:
+  void run_fanout(const persistence::claimed_event& e);
+  void run_cancellation(const persistence::claimed_event& e);
+
+  const engine_context& ctx_;
+  std::string name_;
+  persistence::outbox_repository& repo_;
+  http::caller caller_;
+  std::mt19937_64 rng_;
+};
+
+} // namespace outboxd::actors

@@ -1,0 +1,105 @@
+// janitor: the lease reaper (expired outbox and dead-letter leases) every reaperInterval, and
+// retention of old PROCESSED events in small batches. Detached: both block on the database.
+#include "actors/worker_connection.hpp"
+#include "actors/workers.hpp"
+#include "log/log.hpp"
+#include "persistence/dlq_repository.hpp"
+
+#include <caf/all.hpp>
+
+namespace outboxd::actors {
+namespace {
+
+constexpr int retention_batch = 500;
+constexpr int retention_batches_per_run = 20;
+constexpr auto retention_every = std::chrono::minutes(1);
+constexpr const char* tag = "janitor";
+
+struct janitor_state {
+  context_ptr ctx;
+  std::unique_ptr<worker_connection> db;
+  int generation = -1;
+  std::unique_ptr<persistence::outbox_repository> outbox;
+  std::unique_ptr<persistence::dlq_repository> dlq;
+  static inline const char* name = "janitor";
+};
+
+using janitor = caf::stateful_actor<janitor_state>;
+
+bool ready(janitor* self) {
+  auto& st = self->state;
+  auto* conn = st.db->get();
+  if (!conn)
+    return false;
+  if (st.generation != st.db->generation()) {
+    st.outbox = std::make_unique<persistence::outbox_repository>(*conn, st.ctx->hooks);
+    st.dlq = std::make_unique<persistence::dlq_repository>(*conn, st.ctx->hooks);
+    st.generation = st.db->generation();
+  }
+  return true;
+}
+
+/// Runs `job`, turning a lost connection into a log line and a later retry.
+template <class Job> void guarded(janitor* self, Job&& job) {
+  if (!ready(self))
+    return;
+  try {
+    job();
+  } catch (const std::exception& e) {
+    if (!is_connection_loss(e))
+      throw;
+    self->state.db->drop(e);
+  }
+}
+
+caf::behavior janitor_actor(janitor* self, context_ptr ctx) {
+  auto& st = self->state;
+  st.ctx = std::move(ctx);
+  st.db = std::make_unique<worker_connection>(st.ctx->conninfo("janitor"), tag);
+  const auto& s = st.ctx->settings;
+  self->delayed_send(self, s.outbox.reaper_interval, reap_atom::value);
+  if (s.outbox.retention.count() > 0)
+    self->delayed_send(self, std::chrono::seconds(5), retain_atom::value);
+  return {
+      [self](reap_atom) {
+        const auto& s = self->state.ctx->settings;
+        guarded(self, [&] {
+          auto outbox = self->state.outbox->reap_expired(s.outbox.max_retries);
+          auto dlq = self->state.dlq->reap_expired(s.dlq.max_retries);
+          if (outbox.returned + outbox.dead_lettered + dlq > 0)
+            log::warn(tag,
+                      "expired leases reclaimed: {} event(s) back to PENDING, {} dead-lettered, "
+                      "{} dead letter(s)",
+                      outbox.returned, outbox.dead_lettered, dlq);
+        });
+        self->delayed_send(self, s.outbox.reaper_interval, reap_atom::value);
+      },
+      [self](retain_atom) {
+        const auto& s = self->state.ctx->settings;
+        guarded(self, [&] {
+          int deleted = 0;
+          for (int i = 0; i < retention_batches_per_run; ++i) {
+            int n = self->state.outbox->delete_processed(s.outbox.retention, retention_batch);
+            deleted += n;
+            if (n < retention_batch)
+              break;
+          }
+          if (deleted > 0)
+            log::info(tag, "retention: deleted {} processed event(s)", deleted);
+        });
+        self->delayed_send(self, retention_every, retain_atom::value);
+      },
+      [self](stop_atom) {
+        self->quit();
+        return true;
+      },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_janitor(caf::event_based_actor* supervisor, context_ptr ctx) {
+  return supervisor->spawn<caf::detached + caf::monitored>(janitor_actor, std::move(ctx));
+}
+
+} // namespace outboxd::actors

@@ -1,0 +1,53 @@
+// The actors' internal API: message atoms and the context every engine actor shares.
+#pragma once
+
+#include "conf/settings.hpp"
+#include "persistence/outbox_repository.hpp"
+
+#include <atomic>
+#include <caf/atom.hpp>
+#include <memory>
+#include <string>
+
+namespace outboxd::actors {
+
+/// Work may be waiting: claim now (from the listener via the supervisor, or a timer).
+using wake_atom = caf::atom_constant<caf::atom("wake")>;
+/// Dead-letter work may be waiting.
+using dlq_wake_atom = caf::atom_constant<caf::atom("dlqwake")>;
+/// Notifications may have been lost (listener reconnected): every worker claims once.
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
+/// A processor found nothing to claim; it waits for a wake-up.
+using idle_atom = caf::atom_constant<caf::atom("idle")>;
+/// Process the next claimed event (a self-message, so the mailbox is served between events).
+using process_atom = caf::atom_constant<caf::atom("process")>;
+/// A timer fired; carries the timer generation so stale timers are ignored.
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+/// A dead-letter processor announces itself to the supervisor.
+using register_atom = caf::atom_constant<caf::atom("register")>;
+/// Restart a crashed child after its backoff.
+using restart_atom = caf::atom_constant<caf::atom("restart")>;
+/// Orderly stop: finish the call in flight, hand unstarted claims back, answer, quit.
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+/// The listener polls its connection for notifications.
+using poll_atom = caf::atom_constant<caf::atom("poll")>;
+/// Periodic jobs of the janitor.
+using reap_atom = caf::atom_constant<caf::atom("reap")>;
+using retain_atom = caf::atom_constant<caf::atom("retain")>;
+
+/// Read-only configuration plus the few shared flags of a running engine.
+struct engine_context {
+  conf::settings settings;
+  /// The connection string of a worker connection; `role` names it in pg_stat_activity
+  /// (application_name "outboxd-<role>").
+  std::string conninfo(const std::string& role) const;
+  persistence::hooks_by_type hooks;
+  /// Set once shutdown begins: workers stop between calls and hand their claims back.
+  std::atomic<bool> stopping{false};
+  /// The listener holds a live LISTEN connection (readiness).
+  std::atomic<bool> listener_connected{false};
+};
+
+using context_ptr = std::shared_ptr<engine_context>;
+
+} // namespace outboxd::actors

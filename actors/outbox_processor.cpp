@@ -1,0 +1,200 @@
+// outbox-processor-N: claim a batch, run its events one per message (so the mailbox, and with
+// it shutdown, is served between events), then claim again; idle until a wake-up or the next
+// due retry.
+#include "actors/event_runner.hpp"
+#include "actors/worker_connection.hpp"
+#include "actors/workers.hpp"
+#include "log/log.hpp"
+
+#include <caf/all.hpp>
+#include <deque>
+
+namespace outboxd::actors {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct processor_state {
+  context_ptr ctx;
+  int index = 0;
+  std::string tag;
+  caf::actor supervisor;
+  std::unique_ptr<worker_connection> db;
+  int repo_generation = -1;
+  std::unique_ptr<persistence::outbox_repository> repo;
+  std::unique_ptr<event_runner> runner;
+  std::deque<persistence::claimed_event> batch;
+  std::uint64_t timer = 0;
+  caf::actor dlq;
+  int dlq_restarts = 0;
+  bool stopping = false;
+  static inline const char* name = "outbox_processor";
+};
+
+using processor = caf::stateful_actor<processor_state>;
+
+persistence::outbox_repository* repository(processor* self) {
+  auto& st = self->state;
+  auto* conn = st.db->get();
+  if (!conn)
+    return nullptr;
+  if (st.repo_generation != st.db->generation()) {
+    st.repo = std::make_unique<persistence::outbox_repository>(*conn, st.ctx->hooks);
+    st.runner = std::make_unique<event_runner>(*st.ctx, st.tag, *st.repo);
+    st.repo_generation = st.db->generation();
+  }
+  return st.repo.get();
+}
+
+void schedule(processor* self, milliseconds delay) {
+  self->delayed_send(self, delay, tick_atom::value, ++self->state.timer);
+}
+
+void handle_connection_loss(processor* self, const std::exception& e) {
+  auto& st = self->state;
+  st.db->drop(e);
+  // The claims die with the connection's usefulness; their leases expire and the reaper
+  // hands them to a worker that can reach the database.
+  st.batch.clear();
+  schedule(self, st.db->retry_in());
+}
+
+void claim(processor* self) {
+  auto& st = self->state;
+  if (st.stopping || st.ctx->stopping || !st.batch.empty())
+    return;
+  auto* repo = repository(self);
+  if (!repo) {
+    schedule(self, st.db->retry_in());
+    return;
+  }
+  const auto& s = st.ctx->settings.outbox;
+  try {
+    auto claimed = repo->claim(st.tag, s.batch_size, s.lease_timeout);
+    if (claimed.empty()) {
+      self->send(st.supervisor, idle_atom::value, st.index);
+      auto next = repo->next_due_in();
+      schedule(self, next ? std::min(*next + milliseconds(1), s.poll_interval) : s.poll_interval);
+      return;
+    }
+    log::debug(st.tag, "claimed {} event(s), first {}", claimed.size(), claimed.front().id);
+    st.batch.assign(claimed.begin(), claimed.end());
+    self->send(self, process_atom::value);
+  } catch (const std::exception& e) {
+    if (!is_connection_loss(e))
+      throw;
+    handle_connection_loss(self, e);
+  }
+}
+
+void process_next(processor* self) {
+  auto& st = self->state;
+  if (st.batch.empty()) {
+    claim(self);
+    return;
+  }
+  auto e = st.batch.front();
+  st.batch.pop_front();
+  try {
+    if (st.ctx->stopping) {
+      repository(self)->release(e);
+    } else {
+      st.runner->run(e);
+    }
+  } catch (const std::exception& ex) {
+    if (!is_connection_loss(ex))
+      throw;
+    handle_connection_loss(self, ex);
+    return;
+  }
+  self->send(self, process_atom::value);
+}
+
+void release_batch(processor* self) {
+  auto& st = self->state;
+  if (st.batch.empty() || !st.repo)
+    return;
+  int released = 0;
+  try {
+    for (const auto& e : st.batch)
+      released += st.repo->release(e) ? 1 : 0;
+  } catch (const std::exception& ex) {
+    log::warn(st.tag, "could not hand back claims (their leases will expire): {}", ex.what());
+  }
+  log::info(st.tag, "handed back {} unstarted claim(s)", released);
+  st.batch.clear();
+}
+
+void start_dlq_child(processor* self) {
+  auto& st = self->state;
+  st.dlq = spawn_dlq_processor(self, st.ctx, st.index, st.supervisor);
+}
+
+caf::behavior outbox_processor(processor* self, context_ptr ctx, int index, caf::actor supervisor) {
+  auto& st = self->state;
+  st.ctx = std::move(ctx);
+  st.index = index;
+  st.tag = fmt::format("outbox-processor-{}", index + 1);
+  st.supervisor = std::move(supervisor);
+  st.db = std::make_unique<worker_connection>(
+      st.ctx->conninfo(fmt::format("processor-{}", index + 1)), st.tag);
+  self->set_exception_handler([self](std::exception_ptr& ep) -> caf::error {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      log::error(self->state.tag, "crashed: {}", e.what());
+      return caf::make_error(caf::sec::runtime_error, e.what());
+    }
+  });
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    if (dm.source != st.dlq.address() || st.stopping)
+      return;
+    auto delay = milliseconds(std::min(30000, 500 << std::min(st.dlq_restarts, 6)));
+    log::error(st.tag, "dlq-processor-{} stopped ({}); restarting in {}ms", st.index + 1,
+               self->system().render(dm.reason), delay.count());
+    ++st.dlq_restarts;
+    self->delayed_send(self, delay, restart_atom::value);
+  });
+  start_dlq_child(self);
+  log::info(st.tag, "started (batch {}, lease {}ms)", st.ctx->settings.outbox.batch_size,
+            st.ctx->settings.outbox.lease_timeout.count());
+  self->send(self, wake_atom::value);
+  return {
+      [self](wake_atom) { claim(self); },
+      [self](sweep_atom) { claim(self); },
+      [self](tick_atom, std::uint64_t timer) {
+        if (timer == self->state.timer)
+          claim(self);
+      },
+      [self](process_atom) { process_next(self); },
+      [self](restart_atom) {
+        if (!self->state.stopping)
+          start_dlq_child(self);
+      },
+      [self](stop_atom) -> caf::result<bool> {
+        auto& st = self->state;
+        st.stopping = true;
+        release_batch(self);
+        auto rp = self->make_response_promise<bool>();
+        auto finish = [self, rp]() mutable {
+          log::info(self->state.tag, "stopped");
+          rp.deliver(true);
+          self->quit();
+        };
+        self->request(st.dlq, st.ctx->settings.outbox.shutdown_timeout, stop_atom::value)
+            .then([finish](bool) mutable { finish(); },
+                  [finish](caf::error&) mutable { finish(); });
+        return rp;
+      },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_outbox_processor(caf::event_based_actor* supervisor, context_ptr ctx, int index) {
+  return supervisor->spawn<caf::detached + caf::monitored>(outbox_processor, std::move(ctx), index,
+                                                           caf::actor_cast<caf::actor>(supervisor));
+}
+
+} // namespace outboxd::actors

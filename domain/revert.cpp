@@ -1,0 +1,265 @@
+// Compensation planning: matching a stored endpoint to its route and building the revert call
+// from the route's template, without letting stored values change the host, path or body shape.
+#include "domain/revert.hpp"
+
+#include "domain/delivery.hpp"
+
+#include <cctype>
+#include <fmt/format.h>
+#include <map>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <vector>
+
+namespace outboxd::domain {
+namespace {
+
+using allocator = rapidjson::Document::AllocatorType;
+
+std::string_view view(const rapidjson::Value& v) {
+  return {v.GetString(), v.GetStringLength()};
+}
+
+/// A `{name}` placeholder found in a template, with the same rule as template_placeholders.
+struct placeholder {
+  std::size_t begin = 0; // the '{'
+  std::size_t end = 0;   // one past the '}'
+  std::string_view name;
+};
+
+std::optional<placeholder> next_placeholder(std::string_view text, std::size_t from) {
+  while ((from = text.find('{', from)) != std::string_view::npos) {
+    auto close = text.find('}', from + 1);
+    if (close == std::string_view::npos)
+      return std::nullopt;
+    auto name = text.substr(from + 1, close - from - 1);
+    bool ident = !name.empty();
+    for (char c : name)
+      ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+    if (ident)
+      return placeholder{from, close + 1, name};
+    ++from;
+  }
+  return std::nullopt;
+}
+
+bool is_delimiter(char c) {
+  return c == '/' || c == '?' || c == '#';
+}
+
+/// `text` cut at every '/', '?' and '#'; the delimiters are kept as pieces of their own so that
+/// two URLs only match when they have the same structure.
+std::vector<std::string_view> pieces(std::string_view text) {
+  std::vector<std::string_view> out;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < text.size(); ++i)
+    if (is_delimiter(text[i])) {
+      out.push_back(text.substr(start, i - start));
+      out.push_back(text.substr(i, 1));
+      start = i + 1;
+    }
+  out.push_back(text.substr(start));
+  return out;
+}
+
+constexpr int any_one = -1;
+constexpr int any_run = -2;
+
+/// Whether `s` matches a template piece in which each placeholder stands for one or more
+/// characters. A piece holds no delimiter, so a placeholder cannot reach into the next segment.
+/// Classic wildcard matching: linear for the usual one placeholder, O(n*m) at worst.
+bool piece_matches(std::string_view templ, std::string_view s) {
+  std::vector<int> p;
+  std::size_t pos = 0;
+  while (auto ph = next_placeholder(templ, pos)) {
+    for (std::size_t i = pos; i < ph->begin; ++i)
+      p.push_back(static_cast<unsigned char>(templ[i]));
+    p.push_back(any_one);
+    p.push_back(any_run);
+    pos = ph->end;
+  }
+  for (std::size_t i = pos; i < templ.size(); ++i)
+    p.push_back(static_cast<unsigned char>(templ[i]));
+
+  std::size_t i = 0, j = 0, star = std::string_view::npos, mark = 0;
+  while (j < s.size()) {
+    if (i < p.size() && (p[i] == any_one || p[i] == static_cast<unsigned char>(s[j]))) {
+      ++i;
+      ++j;
+    } else if (i < p.size() && p[i] == any_run) {
+      star = i++;
+      mark = j;
+    } else if (star != std::string_view::npos) {
+      i = star + 1;
+      j = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (i < p.size() && p[i] == any_run)
+    ++i;
+  return i == p.size();
+}
+
+bool url_matches(std::string_view templ, std::string_view url) {
+  auto t = pieces(templ);
+  auto u = pieces(url);
+  if (t.size() != u.size())
+    return false;
+  for (std::size_t k = 0; k < t.size(); ++k)
+    if (!piece_matches(t[k], u[k]))
+      return false;
+  return true;
+}
+
+std::string json_text(const rapidjson::Value& v) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  v.Accept(w);
+  return {sb.GetString(), sb.GetSize()};
+}
+
+using validating_writer =
+    rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>, rapidjson::UTF8<>,
+                      rapidjson::CrtAllocator, rapidjson::kWriteValidateEncodingFlag>;
+
+/// Stored bodies may hold bytes that are not UTF-8 (a receiver would refuse such a JSON body).
+bool valid_utf8(const rapidjson::Value& v) {
+  rapidjson::StringBuffer sb;
+  validating_writer w(sb);
+  return v.Accept(w);
+}
+
+/// A value as text inside a longer string: strings without their quotes, anything else as JSON.
+std::string plain_text(const rapidjson::Value& v) {
+  return v.IsString() ? std::string(view(v)) : json_text(v);
+}
+
+/// Finds placeholder values in the stored bodies, naming the placeholder in every error.
+class resolver {
+public:
+  resolver(const revert_template& t, const rapidjson::Value* request,
+           const rapidjson::Value* response)
+      : t_(t), request_(request), response_(response) {}
+
+  expected<const rapidjson::Value*> find(std::string_view name) const {
+    auto it = t_.extract.find(std::string(name));
+    if (it == t_.extract.end())
+      return error{fmt::format("revert placeholder {{{}}} has no extract entry", name)};
+    const auto& x = it->second;
+    bool from_request = x.from == extraction::source::request;
+    auto where = fmt::format("{}:{}", from_request ? "request" : "response", x.path.text());
+    const rapidjson::Value* body = from_request ? request_ : response_;
+    if (body == nullptr)
+      return error{fmt::format("revert placeholder {{{}}} reads {} but the stored {} is missing",
+                               name, where, from_request ? "request" : "response")};
+    const rapidjson::Value* v = x.path.find(*body);
+    if (v == nullptr)
+      return error{
+          fmt::format("revert placeholder {{{}}} has no value: {} is missing", name, where)};
+    if (v->IsNull())
+      return error{fmt::format("revert placeholder {{{}}} has no value: {} is null", name, where)};
+    return v;
+  }
+
+  /// `find` for a payload placeholder, whose value also has to be valid in a JSON body.
+  expected<const rapidjson::Value*> find_for_body(std::string_view name) const {
+    auto found = find(name);
+    if (found && !valid_utf8(*found.value()))
+      return error{
+          fmt::format("revert placeholder {{{}}} has a value that is not valid UTF-8", name)};
+    return found;
+  }
+
+private:
+  const revert_template& t_;
+  const rapidjson::Value* request_;
+  const rapidjson::Value* response_;
+};
+
+/// Fills placeholders inside the string values of `v` (never its keys). Substituted values are
+/// not scanned again, so a value that looks like "{other}" stays as it is.
+std::optional<error> substitute(rapidjson::Value& v, allocator& alloc, const resolver& values) {
+  if (v.IsObject()) {
+    for (auto& m : v.GetObject())
+      if (auto e = substitute(m.value, alloc, values))
+        return e;
+  } else if (v.IsArray()) {
+    for (auto& element : v.GetArray())
+      if (auto e = substitute(element, alloc, values))
+        return e;
+  } else if (v.IsString()) {
+    auto text = view(v);
+    auto first = next_placeholder(text, 0);
+    if (!first)
+      return std::nullopt;
+    if (first->begin == 0 && first->end == text.size()) {
+      auto found = values.find_for_body(first->name);
+      if (!found)
+        return found.err();
+      v.CopyFrom(*found.value(), alloc); // serialised before the stored bodies go away
+      return std::nullopt;
+    }
+    std::string out;
+    std::size_t pos = 0;
+    for (auto ph = first; ph; ph = next_placeholder(text, pos)) {
+      auto found = values.find_for_body(ph->name);
+      if (!found)
+        return found.err();
+      out.append(text.substr(pos, ph->begin - pos));
+      out += plain_text(*found.value());
+      pos = ph->end;
+    }
+    out.append(text.substr(pos));
+    v.SetString(out, alloc);
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+const route* route_for_url(const destination& d, std::string_view called_url) {
+  for (const auto& r : d.routes)
+    if (url_matches(r.url, called_url))
+      return &r;
+  return nullptr;
+}
+
+expected<revert_call> build_revert(const revert_template& t, const rapidjson::Value* request,
+                                   const rapidjson::Value* response) {
+  resolver values(t, request, response);
+
+  std::map<std::string, std::string> params;
+  for (const auto& name : template_placeholders(t.url)) {
+    auto found = values.find(name);
+    if (!found)
+      return found.err();
+    const auto& v = *found.value();
+    if (v.IsObject() || v.IsArray())
+      return error{fmt::format("revert url placeholder {{{}}} must be a string, number or "
+                               "boolean, got {}",
+                               name, v.IsObject() ? "an object" : "an array")};
+    params.insert_or_assign(name, plain_text(v));
+  }
+  auto url = fill_url(t.url, params);
+  if (!url)
+    return url.err();
+
+  revert_call call{std::move(url.value()), t.method, {}};
+  if (t.payload_json.empty())
+    return call;
+  rapidjson::Document body;
+  body.Parse(t.payload_json.data(), t.payload_json.size());
+  if (body.HasParseError())
+    return error{fmt::format("revert payload template is not valid JSON: {}", t.payload_json)};
+  if (auto e = substitute(body, body.GetAllocator(), values))
+    return *e;
+  rapidjson::StringBuffer sb;
+  validating_writer w(sb);
+  if (!body.Accept(w)) // the template itself was validated when the configuration was loaded
+    return error{"revert payload template is not valid UTF-8"};
+  call.body_json.assign(sb.GetString(), sb.GetSize());
+  return call;
+}
+
+} // namespace outboxd::domain

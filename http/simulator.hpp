@@ -1,0 +1,82 @@
+// The simulated external services (SPEC section 8): inventory, fraud check, domestic and
+// international shipping, billing, high-value processing and notifications, with the reference's
+// routes and response shapes, run-time fault knobs, Idempotency-Key, and the side-effect ledger.
+//
+// Routes (every forward endpoint also has deterministic `/succeed` and `/fail` siblings that
+// ignore the knobs; revert siblings are `.../release|refund|cancel/succeed|fail`):
+//   POST   /api/inventory/reserve                 inventory.reserve        RES-<agg>-<ms>-<n>
+//   DELETE /api/inventory/{id}/release            inventory.release
+//   POST   /api/fraud/check                       fraudCheck.check         FRAUD-... (checkId)
+//   POST   /api/domestic-shipping                 shipping.domestic.create SHIP-DOM-...
+//   POST   /api/domestic-shipping/{id}/cancel     shipping.domestic.cancel
+//   POST   /api/international-shipping            shipping.international.create  SHIP-INTL-...
+//   POST   /api/international-shipping/{id}/cancel  shipping.international.cancel
+//   POST   /api/billing                           billing.charge           TXN-...
+//   POST   /api/billing/{id}/refund               billing.refund           (refund RFD-...)
+//   POST   /api/high-value-processing             highValue.process        HV-...
+//   POST   /api/high-value-processing/{id}/cancel highValue.cancel         (refund RFD-...)
+//   POST   /api/notifications/shipping-confirmation|review-request|status-update
+//                                                 notifications.send       NOTIF-... (notificationId)
+//   GET    /api/simulator/config, PUT /api/simulator/config (admin), POST /api/simulator/reset
+//   (admin), GET /api/simulator/ledger[?aggregateId=]
+// The aggregate is the X-Aggregate-Id header (reverts: X-Revert-Aggregate-Id), "unknown" when
+// absent. Fraud riskScore is 25 when it is an even integer, else 75.
+//
+// Idempotency-Key (per operation; a /succeed sibling shares its operation's keys): a repeated key
+// with the same request (path and body) answers the stored response with `Idempotent-Replayed:
+// true` and applies nothing; with a different request it is 422. Failures are not stored. At
+// most 200 000 keys and 64 MiB of stored responses are remembered, oldest evicted first.
+//
+// A revert of an id never issued (or issued by another operation) is 404; a revert of an already
+// reverted id is 200 again and counted in the ledger's revertRequests. A `/succeed` revert sibling
+// reverts the aggregate's newest active entry of that operation, or answers with the reference's
+// `...-TEST` id when there is none.
+#pragma once
+
+#include "conf/settings.hpp"
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace httplib {
+class Server;
+}
+
+namespace outboxd::http {
+
+class simulator {
+public:
+  /// Knobs and seed from `settings.services` and `settings.seed`; the ledger starts now.
+  explicit simulator(const conf::simulator_settings& settings);
+  ~simulator();
+  simulator(const simulator&) = delete;
+  simulator& operator=(const simulator&) = delete;
+
+  /// Registers every simulator route on `server` (which must be stopped before the simulator is
+  /// destroyed). Handlers throw api_error, so the server's exception handler must render it (as
+  /// api_server's and simulator_server's do). PUT config and reset require `Authorization: Bearer
+  /// <admin_token>` when the token is not empty.
+  void install(httplib::Server& server, const std::string& admin_token);
+
+  /// The ledger JSON of GET /api/simulator/ledger, for every aggregate or one (format in
+  /// http/simulator_ledger.hpp).
+  std::string ledger_json(const std::optional<std::string>& aggregate_id) const;
+
+  /// The knob configuration JSON of GET /api/simulator/config.
+  std::string config_json() const;
+
+  /// What POST /api/simulator/reset does: initial knobs and seed, empty ledger (its clock
+  /// restarts) and empty Idempotency-Key store.
+  void reset();
+
+  /// Ends every latency or late-answer wait at once, and skips later ones, so that the server
+  /// can stop promptly. Call before stopping the server at shutdown.
+  void stop();
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace outboxd::http

@@ -1,0 +1,45 @@
+// An HTTP server with only the simulator routes and /healthz: what `outboxd simulator` runs, so
+// the simulated outside world can outlive outboxd (no database involved).
+#pragma once
+
+#include "conf/settings.hpp"
+#include "http/simulator.hpp"
+
+#include <memory>
+#include <string>
+#include <thread>
+
+namespace httplib {
+class Server;
+}
+
+namespace outboxd::http {
+
+class simulator_server {
+public:
+  /// `sim` must outlive the server. Threads, timeouts and body limit come from `settings`; the
+  /// port given to bind() wins over settings.port.
+  simulator_server(const conf::server_settings& settings, simulator& sim,
+                   const std::string& admin_token);
+  ~simulator_server();
+  simulator_server(const simulator_server&) = delete;
+  simulator_server& operator=(const simulator_server&) = delete;
+
+  /// Binds settings.host:port (0 picks a free port) and returns the port; throws
+  /// std::runtime_error naming the address when it cannot be bound (in use, not available).
+  int bind(int port);
+  /// Serves on a background thread until stop().
+  void start();
+  /// Wakes the simulator's sleeping handlers, stops accepting, waits for requests in flight and
+  /// joins the thread. Idempotent.
+  void stop();
+
+private:
+  conf::server_settings settings_;
+  simulator& sim_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int listen_fd_ = -1;
+};
+
+} // namespace outboxd::http

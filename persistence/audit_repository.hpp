@@ -1,0 +1,26 @@
+// domain::order_audit_source on PostgreSQL: the orders the consistency check compares with the
+// simulator's ledger.
+#pragma once
+
+#include "domain/consistency.hpp"
+#include "persistence/connection_pool.hpp"
+
+#include <vector>
+
+namespace outboxd::persistence {
+
+class audit_repository final : public domain::order_audit_source {
+public:
+  explicit audit_repository(connection_pool& pool) : pool_(pool) {}
+
+  /// The statements this repository runs; give them to the pool it uses.
+  static std::vector<statement> statements();
+
+  /// Every non-deleted order, by id, with created_at in milliseconds since the epoch.
+  std::vector<domain::audited_order> audited_orders() override;
+
+private:
+  connection_pool& pool_;
+};
+
+} // namespace outboxd::persistence

@@ -1,0 +1,79 @@
+// Dead-letter inspection and redrive queries.
+#include "persistence/dead_letter_admin.hpp"
+
+#include "persistence/rows.hpp"
+
+namespace outboxd::persistence {
+namespace {
+
+using namespace std::string_literals;
+
+const std::string list_sql = "SELECT "s + dead_letter_columns +
+                             " FROM dead_letter_events WHERE ($1::text IS NULL OR status = $1) "
+                             "AND ($2::bigint IS NULL OR id < $2) ORDER BY id DESC LIMIT $3";
+const std::string find_sql =
+    "SELECT "s + dead_letter_columns + " FROM dead_letter_events WHERE id = $1";
+const std::string attempts_sql =
+    "SELECT "s + attempt_columns + " FROM aggregate_results WHERE event_id = $1 ORDER BY id";
+// Only a FAILED dead letter goes back: a PENDING or PROCESSING one is still being worked on,
+// and a PROCESSED one is done.
+const std::string redrive_sql =
+    "UPDATE dead_letter_events SET status = 'PENDING', attempts = 0, next_retry_at = NULL, "
+    "resolved_at = NULL, status_changed_at = now() WHERE id = $1 AND status = 'FAILED' "
+    "RETURNING "s +
+    dead_letter_columns;
+
+} // namespace
+
+std::vector<statement> dead_letter_admin::statements() {
+  return {{"dlq_admin_list", list_sql},
+          {"dlq_admin_find", find_sql},
+          {"dlq_admin_attempts", attempts_sql},
+          {"dlq_admin_redrive", redrive_sql}};
+}
+
+std::vector<domain::dead_letter_record>
+dead_letter_admin::list(std::optional<std::string> status, std::optional<std::int64_t> before_id,
+                        int limit) {
+  return pool_.run([&](pqxx::connection& c) {
+    pqxx::read_transaction tx(c);
+    std::vector<domain::dead_letter_record> out;
+    for (const auto& r : tx.exec_prepared("dlq_admin_list", status, before_id, limit))
+      out.push_back(to_dead_letter(r));
+    return out;
+  });
+}
+
+std::optional<std::pair<domain::dead_letter_record, std::vector<domain::attempt_record>>>
+dead_letter_admin::find(std::int64_t id) {
+  using found = std::pair<domain::dead_letter_record, std::vector<domain::attempt_record>>;
+  return pool_.run([&](pqxx::connection& c) -> std::optional<found> {
+    pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(c);
+    auto rows = tx.exec_prepared("dlq_admin_find", id);
+    if (rows.empty())
+      return std::nullopt;
+    found out{to_dead_letter(rows[0]), {}};
+    for (const auto& r : tx.exec_prepared("dlq_admin_attempts", out.first.original_event_id))
+      out.second.push_back(to_attempt(r));
+    return out;
+  });
+}
+
+domain::redrive_outcome dead_letter_admin::redrive(std::int64_t id) {
+  using kind = domain::redrive_outcome::kind;
+  return pool_.run([&](pqxx::connection& c) {
+    pqxx::work tx(c);
+    auto updated = tx.exec_prepared("dlq_admin_redrive", id);
+    if (!updated.empty()) {
+      auto d = to_dead_letter(updated[0]);
+      tx.commit();
+      return domain::redrive_outcome{kind::redriven, std::move(d)};
+    }
+    auto current = tx.exec_prepared("dlq_admin_find", id);
+    if (current.empty())
+      return domain::redrive_outcome{kind::not_found, std::nullopt};
+    return domain::redrive_outcome{kind::not_failed, to_dead_letter(current[0])};
+  });
+}
+
+} // namespace outboxd::persistence

@@ -1,0 +1,161 @@
+// Dead-letter SQL, fenced by lease tokens like the outbox.
+#include "persistence/dlq_repository.hpp"
+
+#include "persistence/rows.hpp"
+
+#include <algorithm>
+
+namespace outboxd::persistence {
+namespace {
+
+constexpr const char* claim_sql = R"sql(
+WITH due AS (
+  SELECT d.id FROM dead_letter_events d
+  WHERE d.status = 'PENDING' AND (d.next_retry_at IS NULL OR d.next_retry_at <= now())
+    AND NOT EXISTS (SELECT 1 FROM outbox_events p
+                    WHERE p.aggregate_id = d.aggregate_id AND p.aggregate_type = d.aggregate_type
+                      AND p.id < d.original_event_id AND p.status IN ('PENDING', 'PROCESSING'))
+  ORDER BY d.id
+  LIMIT $1
+  FOR UPDATE SKIP LOCKED)
+UPDATE dead_letter_events d
+   SET status = 'PROCESSING', lease_owner = $2, lease_token = nextval('lease_tokens'),
+       lease_expires_at = now() + $3::bigint * interval '1 millisecond', status_changed_at = now()
+  FROM due WHERE d.id = due.id
+RETURNING d.id, d.lease_token, d.original_event_id, d.aggregate_type, d.aggregate_id,
+          d.event_type, d.reason, coalesce(d.last_error, ''), d.attempts)sql";
+
+constexpr const char* resolve_sql = R"sql(
+UPDATE dead_letter_events
+   SET status = 'PROCESSED', attempts = attempts + 1, resolved_at = now(), status_changed_at = now(),
+       revert_error = NULL, next_retry_at = NULL,
+       lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+ WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+
+constexpr const char* retry_sql = R"sql(
+UPDATE dead_letter_events
+   SET status = 'PENDING', attempts = attempts + 1, revert_error = $4, status_changed_at = now(),
+       next_retry_at = now() + $3::bigint * interval '1 millisecond',
+       lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+ WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+
+constexpr const char* fail_sql = R"sql(
+UPDATE dead_letter_events
+   SET status = 'FAILED', attempts = attempts + 1, revert_error = $3, status_changed_at = now(),
+       next_retry_at = NULL, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+ WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+
+constexpr const char* release_sql = R"sql(
+UPDATE dead_letter_events
+   SET status = 'PENDING', next_retry_at = NULL, status_changed_at = now(),
+       lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+ WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+
+constexpr const char* expired_sql = R"sql(
+SELECT id, aggregate_type, aggregate_id, attempts, coalesce(lease_owner, '?')
+  FROM dead_letter_events WHERE status = 'PROCESSING' AND lease_expires_at < now()
+ ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED)sql";
+
+constexpr const char* reap_sql = R"sql(
+UPDATE dead_letter_events
+   SET status = $2, attempts = attempts + 1, revert_error = $3, next_retry_at = NULL,
+       status_changed_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+ WHERE id = $1)sql";
+
+constexpr const char* next_due_sql = R"sql(
+SELECT ceil(extract(epoch FROM min(next_retry_at) - now()) * 1000)::bigint
+  FROM dead_letter_events WHERE status = 'PENDING' AND next_retry_at > now())sql";
+
+} // namespace
+
+dlq_repository::dlq_repository(pqxx::connection& conn, hooks_by_type hooks)
+    : conn_(conn), hooks_(std::move(hooks)) {
+  conn_.prepare("dlq_claim", claim_sql);
+  conn_.prepare("dlq_resolve", resolve_sql);
+  conn_.prepare("dlq_retry", retry_sql);
+  conn_.prepare("dlq_fail", fail_sql);
+  conn_.prepare("dlq_release", release_sql);
+  conn_.prepare("dlq_expired", expired_sql);
+  conn_.prepare("dlq_reap", reap_sql);
+  conn_.prepare("dlq_next_due", next_due_sql);
+}
+
+std::vector<claimed_dead_letter> dlq_repository::claim(const std::string& owner, int limit,
+                                                       std::chrono::milliseconds lease) {
+  pqxx::work tx(conn_);
+  auto rows = tx.exec_prepared("dlq_claim", limit, owner, static_cast<long long>(lease.count()));
+  tx.commit();
+  std::vector<claimed_dead_letter> out;
+  for (const auto& r : rows)
+    out.push_back({r[0].as<std::int64_t>(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>(),
+                   r[3].as<std::string>(), r[4].as<std::string>(), r[5].as<std::string>(),
+                   r[6].as<std::string>(), r[7].as<std::string>(), r[8].as<int>()});
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  return out;
+}
+
+bool dlq_repository::resolve(const claimed_dead_letter& d, domain::engine_outcome outcome,
+                             const std::string& reason) {
+  pqxx::work tx(conn_);
+  if (tx.exec_prepared("dlq_resolve", d.id, d.lease_token).affected_rows() != 1)
+    return false;
+  if (auto it = hooks_.find(d.aggregate_type); it != hooks_.end())
+    it->second->apply(tx, d.aggregate_id, outcome, reason);
+  tx.commit();
+  return true;
+}
+
+bool dlq_repository::retry(const claimed_dead_letter& d, std::chrono::milliseconds delay,
+                           const std::string& revert_error) {
+  pqxx::work tx(conn_);
+  auto r = tx.exec_prepared("dlq_retry", d.id, d.lease_token, static_cast<long long>(delay.count()),
+                            revert_error);
+  tx.commit();
+  return r.affected_rows() == 1;
+}
+
+bool dlq_repository::fail(const claimed_dead_letter& d, const std::string& revert_error) {
+  pqxx::work tx(conn_);
+  if (tx.exec_prepared("dlq_fail", d.id, d.lease_token, revert_error).affected_rows() != 1)
+    return false;
+  if (auto it = hooks_.find(d.aggregate_type); it != hooks_.end())
+    it->second->apply(tx, d.aggregate_id, domain::engine_outcome::compensation_failed,
+                      revert_error);
+  tx.commit();
+  return true;
+}
+
+bool dlq_repository::release(const claimed_dead_letter& d) {
+  pqxx::work tx(conn_);
+  auto r = tx.exec_prepared("dlq_release", d.id, d.lease_token);
+  tx.commit();
+  return r.affected_rows() == 1;
+}
+
+int dlq_repository::reap_expired(int max_retries) {
+  int moved = 0;
+  pqxx::work tx(conn_);
+  for (const auto& r : tx.exec_prepared("dlq_expired")) {
+    auto error = "lease of " + r[4].as<std::string>() + " expired";
+    bool exhausted = r[3].as<int>() + 1 > max_retries;
+    tx.exec_prepared("dlq_reap", r[0].as<std::int64_t>(),
+                     std::string(exhausted ? "FAILED" : "PENDING"), error);
+    if (exhausted)
+      if (auto it = hooks_.find(r[1].as<std::string>()); it != hooks_.end())
+        it->second->apply(tx, r[2].as<std::string>(), domain::engine_outcome::compensation_failed,
+                          error);
+    ++moved;
+  }
+  tx.commit();
+  return moved;
+}
+
+std::optional<std::chrono::milliseconds> dlq_repository::next_due_in() {
+  pqxx::read_transaction tx(conn_);
+  auto r = tx.exec_prepared1("dlq_next_due");
+  if (r[0].is_null())
+    return std::nullopt;
+  return std::chrono::milliseconds(std::max<long long>(0, r[0].as<long long>()));
+}
+
+} // namespace outboxd::persistence

@@ -1,0 +1,289 @@
+// Outbox SQL. Every update of a claimed row says `WHERE id = $1 AND lease_token = $2`: zero rows
+// means another worker owns the event now, and the caller must drop its result.
+#include "persistence/outbox_repository.hpp"
+
+#include "persistence/rows.hpp"
+
+#include <algorithm>
+
+namespace outboxd::persistence {
+namespace {
+
+constexpr const char* claim_sql = R"sql(
+WITH due AS (
+  SELECT e.id FROM outbox_events e
+  WHERE e.status = 'PENDING' AND (e.next_retry_at IS NULL OR e.next_retry_at <= now())
+    AND NOT EXISTS (SELECT 1 FROM outbox_events p
+                    WHERE p.aggregate_id = e.aggregate_id AND p.aggregate_type = e.aggregate_type
+                      AND p.id < e.id AND p.status IN ('PENDING', 'PROCESSING'))
+    AND NOT EXISTS (SELECT 1 FROM dead_letter_events d
+                    WHERE d.aggregate_id = e.aggregate_id AND d.aggregate_type = e.aggregate_type
+                      AND d.status IN ('PENDING', 'PROCESSING'))
+  ORDER BY e.id
+  LIMIT $1
+  FOR UPDATE SKIP LOCKED)
+UPDATE outbox_events e
+   SET status = 'PROCESSING', lease_owner = $2, lease_token = nextval('lease_tokens'),
+       lease_expires_at = now() + $3::bigint * interval '1 millisecond', status_changed_at = now()
+  FROM due WHERE e.id = due.id
+RETURNING e.id, e.lease_token, e.aggregate_type, e.aggregate_id, e.event_type, e.payloads::text,
+          e.attempts)sql";
+
+constexpr const char* record_attempt_sql = R"sql(
+INSERT INTO aggregate_results (event_id, aggregate_id, event_type, destination, fanout_order,
+  attempt, endpoint_url, http_method, idempotency_key, request_payload, response_status,
+  response_payload, response_text, outcome, error_message, duration_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12::jsonb, $13, $14, $15, $16))sql";
+
+constexpr const char* successes_sql = R"sql(
+SELECT DISTINCT ON (destination) destination, fanout_order, endpoint_url,
+       request_payload::text, response_payload::text
+  FROM aggregate_results
+ WHERE event_id = $1 AND outcome = 'success' AND destination NOT LIKE '%.revert'
+ ORDER BY destination, id DESC)sql";
+
+constexpr const char* reverted_sql = R"sql(
+SELECT DISTINCT left(destination, -7) FROM aggregate_results
+ WHERE event_id = $1 AND outcome = 'success' AND destination LIKE '%.revert')sql";
+
+constexpr const char* extend_sql = R"sql(
+UPDATE outbox_events SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
+ WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+
+constexpr const char* complete_sql = R"sql(
+UPDATE outbox_events
+   SET status = 'PROCESSED', attempts = attempts + 1, processed_at = now(), status_changed_at = now(),
+       lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, next_retry_at = NULL
+ WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+
+constexpr const char* retry_sql = R"sql(
+UPDATE outbox_events
+   SET status = 'PENDING', attempts = attempts + 1, last_error = $4, status_changed_at = now(),
+       next_retry_at = now() + $3::bigint * interval '1 millisecond',
+       lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+ WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+
+constexpr const char* dead_sql = R"sql(
+UPDATE outbox_events
+   SET status = 'DEAD', attempts = attempts + 1, last_error = $3, status_changed_at = now(),
+       lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, next_retry_at = NULL
+ WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+
+constexpr const char* insert_dead_letter_sql = R"sql(
+INSERT INTO dead_letter_events (original_event_id, aggregate_type, aggregate_id, event_type,
+  payloads, reason, last_error, status, resolved_at)
+SELECT id, aggregate_type, aggregate_id, event_type, payloads, $2::text, $3::text, $4::text,
+       CASE WHEN $4::text = 'PENDING' THEN NULL ELSE now() END
+  FROM outbox_events WHERE id = $1)sql";
+
+constexpr const char* release_sql = R"sql(
+UPDATE outbox_events
+   SET status = 'PENDING', next_retry_at = NULL, status_changed_at = now(),
+       lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+ WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+
+constexpr const char* expired_sql = R"sql(
+SELECT id, lease_token, aggregate_type, aggregate_id, event_type, payloads::text, attempts,
+       coalesce(lease_owner, '?')
+  FROM outbox_events WHERE status = 'PROCESSING' AND lease_expires_at < now()
+ ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED)sql";
+
+constexpr const char* reap_back_sql = R"sql(
+UPDATE outbox_events
+   SET status = 'PENDING', attempts = attempts + 1, last_error = $2, next_retry_at = NULL,
+       status_changed_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+ WHERE id = $1)sql";
+
+constexpr const char* retention_sql = R"sql(
+DELETE FROM outbox_events WHERE id IN (
+  SELECT id FROM outbox_events
+   WHERE status = 'PROCESSED' AND processed_at < now() - $1::bigint * interval '1 millisecond'
+   ORDER BY processed_at LIMIT $2))sql";
+
+constexpr const char* next_due_sql = R"sql(
+SELECT ceil(extract(epoch FROM min(next_retry_at) - now()) * 1000)::bigint
+  FROM outbox_events WHERE status = 'PENDING' AND next_retry_at > now())sql";
+
+constexpr const char* latest_event_sql = R"sql(
+SELECT coalesce(
+  (SELECT max(id) FROM outbox_events
+    WHERE aggregate_type = $1 AND aggregate_id = $2 AND event_type = $3),
+  (SELECT max(event_id) FROM aggregate_results
+    WHERE aggregate_id = $2 AND event_type = $3 AND destination NOT LIKE '%.revert')))sql";
+
+bool is_cancellation(const std::string& event_type) {
+  return event_type.rfind('!', 0) == 0;
+}
+
+claimed_event to_claimed(const pqxx::row& r) {
+  return {r[0].as<std::int64_t>(), r[1].as<std::int64_t>(), r[2].as<std::string>(),
+          r[3].as<std::string>(),  r[4].as<std::string>(),  r[5].as<std::string>(),
+          r[6].as<int>()};
+}
+
+} // namespace
+
+outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks)
+    : conn_(conn), hooks_(std::move(hooks)) {
+  conn_.prepare("outbox_claim", claim_sql);
+  conn_.prepare("outbox_record_attempt", record_attempt_sql);
+  conn_.prepare("outbox_successes", successes_sql);
+  conn_.prepare("outbox_reverted", reverted_sql);
+  conn_.prepare("outbox_latest_event", latest_event_sql);
+  conn_.prepare("outbox_extend", extend_sql);
+  conn_.prepare("outbox_complete", complete_sql);
+  conn_.prepare("outbox_retry", retry_sql);
+  conn_.prepare("outbox_dead", dead_sql);
+  conn_.prepare("outbox_insert_dead_letter", insert_dead_letter_sql);
+  conn_.prepare("outbox_release", release_sql);
+  conn_.prepare("outbox_expired", expired_sql);
+  conn_.prepare("outbox_reap_back", reap_back_sql);
+  conn_.prepare("outbox_retention", retention_sql);
+  conn_.prepare("outbox_next_due", next_due_sql);
+}
+
+std::vector<claimed_event> outbox_repository::claim(const std::string& owner, int limit,
+                                                    std::chrono::milliseconds lease) {
+  pqxx::work tx(conn_);
+  auto rows = tx.exec_prepared("outbox_claim", limit, owner, static_cast<long long>(lease.count()));
+  tx.commit();
+  std::vector<claimed_event> out;
+  for (const auto& r : rows)
+    out.push_back(to_claimed(r));
+  std::sort(out.begin(), out.end(),
+            [](const claimed_event& a, const claimed_event& b) { return a.id < b.id; });
+  return out;
+}
+
+void outbox_repository::record_attempt(const attempt_row& a) {
+  pqxx::work tx(conn_);
+  tx.exec_prepared("outbox_record_attempt", a.event_id, a.aggregate_id, a.event_type, a.destination,
+                   a.fanout_order, a.attempt, a.endpoint_url, a.http_method, a.idempotency_key,
+                   a.request_json, a.response_status, a.response_json, a.response_text, a.outcome,
+                   a.error_message, a.duration_ms);
+  tx.commit();
+}
+
+std::vector<stored_success> outbox_repository::successes(std::int64_t event_id) {
+  pqxx::read_transaction tx(conn_);
+  std::vector<stored_success> out;
+  for (const auto& r : tx.exec_prepared("outbox_successes", event_id))
+    out.push_back({r[0].as<std::string>(), r[1].as<int>(), r[2].as<std::string>(),
+                   optional_field<std::string>(r[3]), optional_field<std::string>(r[4])});
+  std::sort(out.begin(), out.end(), [](const stored_success& a, const stored_success& b) {
+    return a.fanout_order < b.fanout_order;
+  });
+  return out;
+}
+
+std::vector<std::string> outbox_repository::reverted_destinations(std::int64_t event_id) {
+  pqxx::read_transaction tx(conn_);
+  std::vector<std::string> out;
+  for (const auto& r : tx.exec_prepared("outbox_reverted", event_id))
+    out.push_back(r[0].as<std::string>());
+  return out;
+}
+
+std::optional<std::int64_t> outbox_repository::latest_event_id(const std::string& aggregate_type,
+                                                               const std::string& aggregate_id,
+                                                               const std::string& event_type) {
+  pqxx::read_transaction tx(conn_);
+  auto r = tx.exec_prepared1("outbox_latest_event", aggregate_type, aggregate_id, event_type);
+  return optional_field<std::int64_t>(r[0]);
+}
+
+bool outbox_repository::extend_lease(const claimed_event& e, std::chrono::milliseconds lease) {
+  pqxx::work tx(conn_);
+  auto r =
+      tx.exec_prepared("outbox_extend", e.id, e.lease_token, static_cast<long long>(lease.count()));
+  tx.commit();
+  return r.affected_rows() == 1;
+}
+
+void outbox_repository::apply_hooks(pqxx::work& tx, const claimed_event& e,
+                                    domain::engine_outcome outcome, const std::string& reason) {
+  if (auto it = hooks_.find(e.aggregate_type); it != hooks_.end())
+    it->second->apply(tx, e.aggregate_id, outcome, reason);
+}
+
+bool outbox_repository::complete(const claimed_event& e,
+                                 std::optional<domain::engine_outcome> outcome,
+                                 const std::string& reason) {
+  pqxx::work tx(conn_);
+  if (tx.exec_prepared("outbox_complete", e.id, e.lease_token).affected_rows() != 1)
+    return false;
+  if (outcome)
+    apply_hooks(tx, e, *outcome, reason);
+  tx.commit();
+  return true;
+}
+
+bool outbox_repository::retry(const claimed_event& e, std::chrono::milliseconds delay,
+                              const std::string& error) {
+  pqxx::work tx(conn_);
+  auto r = tx.exec_prepared("outbox_retry", e.id, e.lease_token,
+                            static_cast<long long>(delay.count()), error);
+  tx.commit();
+  return r.affected_rows() == 1;
+}
+
+bool outbox_repository::dead_letter(const claimed_event& e, const std::string& reason,
+                                    const std::string& error, const std::string& dlq_status,
+                                    std::optional<domain::engine_outcome> outcome) {
+  pqxx::work tx(conn_);
+  if (tx.exec_prepared("outbox_dead", e.id, e.lease_token, error).affected_rows() != 1)
+    return false;
+  tx.exec_prepared("outbox_insert_dead_letter", e.id, reason, error, dlq_status);
+  if (outcome)
+    apply_hooks(tx, e, *outcome, error);
+  tx.commit();
+  return true;
+}
+
+bool outbox_repository::release(const claimed_event& e) {
+  pqxx::work tx(conn_);
+  auto r = tx.exec_prepared("outbox_release", e.id, e.lease_token);
+  tx.commit();
+  return r.affected_rows() == 1;
+}
+
+reaped outbox_repository::reap_expired(int max_retries) {
+  reaped out;
+  pqxx::work tx(conn_);
+  for (const auto& r : tx.exec_prepared("outbox_expired")) {
+    auto e = to_claimed(r);
+    auto error = "lease of " + r[7].as<std::string>() + " expired";
+    if (e.attempts + 1 > max_retries) {
+      bool cancellation = is_cancellation(e.event_type);
+      tx.exec_prepared("outbox_dead", e.id, e.lease_token, error);
+      tx.exec_prepared("outbox_insert_dead_letter", e.id,
+                       std::string(cancellation ? "CANCELLATION_FAILED" : "MAX_RETRIES_EXCEEDED"),
+                       error, std::string(cancellation ? "FAILED" : "PENDING"));
+      if (cancellation)
+        apply_hooks(tx, e, domain::engine_outcome::compensation_failed, error);
+      ++out.dead_lettered;
+    } else {
+      tx.exec_prepared("outbox_reap_back", e.id, error);
+      ++out.returned;
+    }
+  }
+  tx.commit();
+  return out;
+}
+
+int outbox_repository::delete_processed(std::chrono::milliseconds age, int batch) {
+  pqxx::work tx(conn_);
+  auto r = tx.exec_prepared("outbox_retention", static_cast<long long>(age.count()), batch);
+  tx.commit();
+  return static_cast<int>(r.affected_rows());
+}
+
+std::optional<std::chrono::milliseconds> outbox_repository::next_due_in() {
+  pqxx::read_transaction tx(conn_);
+  auto r = tx.exec_prepared1("outbox_next_due");
+  if (r[0].is_null())
+    return std::nullopt;
+  return std::chrono::milliseconds(std::max<long long>(0, r[0].as<long long>()));
+}
+
+} // namespace outboxd::persistence

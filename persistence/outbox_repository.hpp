@@ -1,0 +1,132 @@
+// The outbox's units of work: claim with a lease, record attempts, complete / retry /
+// dead-letter fenced by the lease token, reap expired leases, retention. One instance per
+// worker connection.
+#pragma once
+
+#include "domain/order.hpp"
+#include "persistence/aggregate_hooks.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+namespace outboxd::persistence {
+
+/// An event claimed by a worker. `lease_token` fences every later update.
+struct claimed_event {
+  std::int64_t id = 0;
+  std::int64_t lease_token = 0;
+  std::string aggregate_type;
+  std::string aggregate_id;
+  std::string event_type;
+  std::string payloads_json;
+  int attempts = 0; // attempts finished before this one
+};
+
+/// One HTTP attempt, as recorded in aggregate_results.
+struct attempt_row {
+  std::int64_t event_id = 0;
+  std::string aggregate_id;
+  std::string event_type;
+  std::string destination;
+  int fanout_order = 0;
+  int attempt = 0;
+  std::string endpoint_url;
+  std::string http_method;
+  std::optional<std::string> idempotency_key;
+  std::optional<std::string> request_json;
+  std::optional<int> response_status;
+  std::optional<std::string> response_json;
+  std::optional<std::string> response_text;
+  std::string outcome; // success | retryable | non_retryable | skipped
+  std::optional<std::string> error_message;
+  std::optional<int> duration_ms;
+};
+
+/// The latest successful attempt of one destination of an event.
+struct stored_success {
+  std::string destination;
+  int fanout_order = 0;
+  std::string endpoint_url;
+  std::optional<std::string> request_json;
+  std::optional<std::string> response_json;
+};
+
+/// Hooks by aggregate type ("order" → order_hooks).
+using hooks_by_type = std::map<std::string, aggregate_hooks*, std::less<>>;
+
+/// What the lease reaper did.
+struct reaped {
+  int returned = 0;      // back to PENDING
+  int dead_lettered = 0; // out of attempts
+};
+
+class outbox_repository {
+public:
+  /// Prepares its statements on `conn`, which it uses exclusively.
+  outbox_repository(pqxx::connection& conn, hooks_by_type hooks);
+
+  /// Claims up to `limit` due events (oldest first, per-aggregate order kept), leased to
+  /// `owner` for `lease`.
+  std::vector<claimed_event> claim(const std::string& owner, int limit,
+                                   std::chrono::milliseconds lease);
+
+  /// Appends one attempt row (its own transaction: committed before the state moves on).
+  void record_attempt(const attempt_row& row);
+
+  /// The latest successful forward attempt per destination of `event_id` (resume and
+  /// compensation input), in fan-out order.
+  std::vector<stored_success> successes(std::int64_t event_id);
+
+  /// Destinations of `event_id` that already have a successful `<destination>.revert` row.
+  std::vector<std::string> reverted_destinations(std::int64_t event_id);
+
+  /// The id of the latest `event_type` event of an aggregate (from the outbox, or from the
+  /// result table once retention removed the event); nullopt when it never ran.
+  std::optional<std::int64_t> latest_event_id(const std::string& aggregate_type,
+                                              const std::string& aggregate_id,
+                                              const std::string& event_type);
+
+  /// Pushes the lease out; false when the lease was lost.
+  bool extend_lease(const claimed_event& e, std::chrono::milliseconds lease);
+
+  /// PROCESSED, and `outcome` applied to the aggregate, in one transaction; false when the
+  /// lease was lost (nothing written).
+  bool complete(const claimed_event& e, std::optional<domain::engine_outcome> outcome,
+                const std::string& reason = {});
+
+  /// Back to PENDING with attempts+1, due after `delay`; false when the lease was lost.
+  bool retry(const claimed_event& e, std::chrono::milliseconds delay, const std::string& error);
+
+  /// DEAD plus its dead_letter_events row (status `dlq_status`), and `outcome` applied to the
+  /// aggregate, in one transaction; false when the lease was lost.
+  bool dead_letter(const claimed_event& e, const std::string& reason, const std::string& error,
+                   const std::string& dlq_status = "PENDING",
+                   std::optional<domain::engine_outcome> outcome = std::nullopt);
+
+  /// Hands an unstarted (or abandoned) claim back: PENDING, attempts unchanged, due now.
+  bool release(const claimed_event& e);
+
+  /// Expired PROCESSING leases go back to PENDING with attempts+1, or to DEAD with a dead
+  /// letter once `max_retries` retries are used up.
+  reaped reap_expired(int max_retries);
+
+  /// Deletes up to `batch` PROCESSED events older than `age`; returns how many.
+  int delete_processed(std::chrono::milliseconds age, int batch);
+
+  /// Time until the earliest PENDING event with a future next_retry_at becomes due.
+  std::optional<std::chrono::milliseconds> next_due_in();
+
+private:
+  void apply_hooks(pqxx::work& tx, const claimed_event& e, domain::engine_outcome outcome,
+                   const std::string& reason);
+
+  pqxx::connection& conn_;
+  hooks_by_type hooks_;
+};
+
+} // namespace outboxd::persistence

@@ -1,0 +1,13 @@
+// The prepared statements of every pool-based repository, for the pool that serves them.
+#pragma once
+
+#include "persistence/connection_pool.hpp"
+
+#include <vector>
+
+namespace outboxd::persistence {
+
+/// Statements of order_repository, dead_letter_admin and audit_repository.
+std::vector<statement> pooled_statements();
+
+} // namespace outboxd::persistence

@@ -1,0 +1,282 @@
+// The outbox engine and saga compensation end to end: a real outboxd process with its
+// in-process simulator on a real PostgreSQL. Assertions read the order, its audit rows, the
+// simulator ledger and the consistency check.
+#include "test/support/outboxd_process.hpp"
+#include "test/support/test_db.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <doctest/doctest.h>
+
+using namespace outboxd::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// "destination:outcome" of every attempt of the order, in order.
+std::vector<std::string> attempts(const http_response& timeline) {
+  std::vector<std::string> out;
+  for (const auto& a : timeline.json["attempts"].GetArray())
+    out.push_back(std::string(a["destination"].GetString()) + ":" + a["outcome"].GetString());
+  return out;
+}
+
+int count(const std::vector<std::string>& v, const std::string& what) {
+  return static_cast<int>(std::count(v.begin(), v.end(), what));
+}
+
+void check_consistent(outboxd_process& p) {
+  auto r = p.client().get("/api/admin/consistency");
+  REQUIRE(r.status == 200);
+  CHECK_MESSAGE(r.json["violations"].Size() == 0, r.body);
+}
+
+struct engine_fixture {
+  explicit engine_fixture(std::vector<std::string> extra = {})
+      : p("engine", fresh_database("outboxd_e2e_engine"), std::move(extra)) {
+    p.wait_ready();
+  }
+  outboxd_process p;
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(
+    engine_fixture,
+    "an even domestic order goes inventory, fraudCheck, shipping, billing and is confirmed") {
+  auto id = p.create_order("domestic"); // order 1 is odd: use the next one
+  auto even = p.create_order("domestic");
+  CHECK(p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  CHECK(p.wait_status(even, "CONFIRMED") == "CONFIRMED");
+  auto t = p.timeline(even);
+  CHECK(attempts(t) == std::vector<std::string>{"inventory:success", "fraudCheck:success",
+                                                "shipping:success", "billing:success"});
+  CHECK(std::string(t.json["attempts"][3]["endpointUrl"].GetString()).find("/api/billing") !=
+        std::string::npos);
+  CHECK(t.str("/events/0/status") == "PROCESSED");
+  CHECK(std::string(t.json["attempts"][0]["responsePayload"]["reservationId"].GetString())
+            .rfind("RES-", 0) == 0);
+  auto ledger = p.ledger(even);
+  CHECK(ledger_entries(ledger, "inventory.reserve").size() == 1);
+  CHECK(ledger_entries(ledger, "shipping.domestic.create").size() == 1);
+  CHECK(ledger_entries(ledger, "billing.charge").size() == 1);
+  CHECK(ledger_entries(ledger, "highValue.process").empty());
+  check_consistent(p);
+  CHECK(p.output().find("event 2 OrderCreated order 2 processed") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(engine_fixture,
+                  "an odd international order is shipped abroad and billed as high value") {
+  auto id = p.create_order("international");
+  REQUIRE(id % 2 == 1);
+  CHECK(p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  auto ledger = p.ledger(id);
+  CHECK(ledger_entries(ledger, "shipping.international.create").size() == 1);
+  CHECK(ledger_entries(ledger, "highValue.process").size() == 1);
+  CHECK(ledger_entries(ledger, "billing.charge").empty());
+  check_consistent(p);
+}
+
+TEST_CASE_FIXTURE(engine_fixture,
+                  "a retried event resumes after the destinations that already succeeded") {
+  p.knobs(R"({"billing.charge":{"failNext":2,"failureStatus":503,"retryAfter":0}})");
+  p.create_order();
+  auto id = p.create_order(); // even: billing
+  CHECK(p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  auto a = attempts(p.timeline(id));
+  CHECK(count(a, "inventory:success") == 1);
+  CHECK(count(a, "shipping:success") == 1);
+  CHECK(count(a, "billing:success") == 1);
+  CHECK(count(a, "billing:retryable") + count(a, "billing:success") >= 2);
+  auto ledger = p.ledger(id);
+  CHECK(ledger_entries(ledger, "inventory.reserve").size() == 1);
+  CHECK(ledger_entries(ledger, "billing.charge").size() == 1);
+  check_consistent(p);
+}
+
+TEST_CASE("a huge Retry-After is clamped to outbox.backoff.max") {
+  outboxd_process p("clamp", fresh_database("outboxd_e2e_clamp"),
+                    {"--set", "outbox.backoff.max=1s"});
+  p.wait_ready();
+  p.knobs(R"({"inventory.reserve":{"failNext":1,"retryAfter":999999999}})");
+  auto id = p.create_order();
+  CHECK(p.wait_status(id, "CONFIRMED", 15s) == "CONFIRMED");
+  auto t = p.timeline(id);
+  CHECK(t.str("/attempts/0/outcome") == "retryable");
+  CHECK(t.num("/attempts/0/responseStatus") == 503);
+  CHECK(t.str("/attempts/0/errorMessage").find("HTTP 503") == 0);
+}
+
+TEST_CASE_FIXTURE(
+    engine_fixture,
+    "a non-retryable answer dead-letters at once and the saga reverts shipping then inventory") {
+  p.knobs(R"({"billing.charge":{"failNext":1,"failureStatus":400}})");
+  p.create_order();
+  auto id = p.create_order();
+  CHECK(p.wait_status(id, "FAILED") == "FAILED");
+  auto t = p.timeline(id);
+  CHECK(attempts(t) ==
+        std::vector<std::string>{"inventory:success", "fraudCheck:success", "shipping:success",
+                                 "billing:non_retryable", "shipping.revert:success",
+                                 "fraudCheck.revert:skipped", "inventory.revert:success"});
+  CHECK(t.str("/events/0/status") == "DEAD");
+  CHECK(t.str("/deadLetters/0/reason") == "NON_RETRYABLE_ERROR");
+  CHECK(t.str("/deadLetters/0/status") == "PROCESSED");
+  CHECK(t.str("/order/statusReason").find("billing: HTTP 400") == 0);
+  auto ledger = p.ledger(id);
+  auto shipment = ledger_entries(ledger, "shipping.domestic.create");
+  auto reservation = ledger_entries(ledger, "inventory.reserve");
+  REQUIRE(shipment.size() == 1);
+  REQUIRE(reservation.size() == 1);
+  CHECK(std::string((*shipment[0])["state"].GetString()) == "reverted");
+  CHECK((*shipment[0])["revertRequests"].GetInt() == 1);
+  CHECK(std::string((*reservation[0])["state"].GetString()) == "reverted");
+  CHECK((*shipment[0])["revertedSeq"].GetInt64() < (*reservation[0])["revertedSeq"].GetInt64());
+  CHECK(ledger_entries(ledger, "billing.charge").empty());
+  check_consistent(p);
+}
+
+TEST_CASE("exhausted retries dead-letter the event with MAX_RETRIES_EXCEEDED") {
+  outboxd_process p("exhausted", fresh_database("outboxd_e2e_exhausted"),
+                    {"--set", "outbox.maxRetries=2"});
+  p.wait_ready();
+  p.knobs(R"({"highValue.process":{"failureRate":1.0,"failureStatus":503,"retryAfter":0}})");
+  auto id = p.create_order("international");
+  CHECK(p.wait_status(id, "FAILED") == "FAILED");
+  auto t = p.timeline(id);
+  auto a = attempts(t);
+  CHECK(count(a, "billing:retryable") == 3);
+  CHECK(t.str("/deadLetters/0/reason") == "MAX_RETRIES_EXCEEDED");
+  CHECK(t.num("/events/0/attempts") == 3);
+  CHECK(count(a, "shipping.revert:success") == 1);
+  CHECK(count(a, "inventory.revert:success") == 1);
+  check_consistent(p);
+}
+
+TEST_CASE("an ambiguous timeout is retried with the same Idempotency-Key and charges once") {
+  outboxd_process p("late", fresh_database("outboxd_e2e_late"),
+                    {"--set", "http.routes.billing.timeout=300ms"});
+  p.wait_ready();
+  p.knobs(R"({"billing.charge":{"lateRate":1.0,"lateMs":1000}})");
+  p.create_order();
+  auto id = p.create_order();
+  CHECK(p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  auto a = attempts(p.timeline(id));
+  CHECK(count(a, "billing:retryable") >= 1);
+  CHECK(count(a, "billing:success") == 1);
+  auto charges = ledger_entries(p.ledger(id), "billing.charge");
+  REQUIRE(charges.size() == 1);
+  CHECK(std::string((*charges[0])["idempotencyKey"].GetString()).find(":billing") !=
+        std::string::npos);
+  check_consistent(p);
+}
+
+TEST_CASE_FIXTURE(
+    engine_fixture,
+    "cancelling a confirmed order reverts billing, shipping and inventory in that order") {
+  p.create_order();
+  auto id = p.create_order();
+  REQUIRE(p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  auto first = p.client().post("/api/orders/" + std::to_string(id) + "/cancel",
+                               R"({"reason":"changed my mind"})");
+  auto second = p.client().post("/api/orders/" + std::to_string(id) + "/cancel", "");
+  CHECK(first.status == 202);
+  CHECK(second.status == 202);
+  CHECK(p.wait_status(id, "CANCELLED") == "CANCELLED");
+  auto a = attempts(p.timeline(id));
+  std::vector<std::string> reverts;
+  for (const auto& x : a)
+    if (x.find(".revert:success") != std::string::npos)
+      reverts.push_back(x);
+  CHECK(reverts == std::vector<std::string>{"billing.revert:success", "shipping.revert:success",
+                                            "inventory.revert:success"});
+  auto ledger = p.ledger(id);
+  CHECK(std::string((*ledger_entries(ledger, "billing.charge")[0])["state"].GetString()) ==
+        "reverted");
+  CHECK((*ledger_entries(ledger, "billing.charge")[0])["revertRequests"].GetInt() == 1);
+  check_consistent(p);
+}
+
+TEST_CASE_FIXTURE(engine_fixture, "a cancellation waits for its order's retrying fan-out, then "
+                                  "reverts exactly what was applied") {
+  p.knobs(R"({"shipping.domestic.create":{"failNext":1,"retryAfter":1}})");
+  p.create_order();
+  auto id = p.create_order();
+  // inventory and fraudCheck succeeded, shipping waits for its retry: cancel now.
+  wait_until([&] { return attempts(p.timeline(id)).size() >= 3; }, 10s);
+  CHECK(p.client().post("/api/orders/" + std::to_string(id) + "/cancel", "").status == 202);
+  CHECK(p.wait_status(id, "CANCELLED") == "CANCELLED");
+  auto ledger = p.ledger(id);
+  for (const auto* op : {"inventory.reserve", "shipping.domestic.create", "billing.charge"}) {
+    auto entries = ledger_entries(ledger, op);
+    REQUIRE_MESSAGE(entries.size() == 1, op);
+    CHECK_MESSAGE(std::string((*entries[0])["state"].GetString()) == "reverted", op);
+  }
+  check_consistent(p);
+}
+
+TEST_CASE_FIXTURE(engine_fixture,
+                  "a revert that fails twice is retried and only the remaining steps run again") {
+  p.knobs(R"({"billing.charge":{"failNext":1,"failureStatus":422},
+              "shipping.domestic.cancel":{"failNext":2,"failureStatus":503,"retryAfter":0}})");
+  p.create_order();
+  auto id = p.create_order();
+  CHECK(p.wait_status(id, "FAILED") == "FAILED");
+  auto a = attempts(p.timeline(id));
+  CHECK(count(a, "shipping.revert:retryable") == 2);
+  CHECK(count(a, "shipping.revert:success") == 1);
+  CHECK(count(a, "inventory.revert:success") == 1);
+  auto reservation = ledger_entries(p.ledger(id), "inventory.reserve");
+  CHECK((*reservation[0])["revertRequests"].GetInt() == 1);
+  check_consistent(p);
+}
+
+TEST_CASE("a compensation that fails for good needs attention, and a redrive finishes it") {
+  outboxd_process p("attention", fresh_database("outboxd_e2e_attention"),
+                    {"--set", "dlq.maxRetries=1"});
+  p.wait_ready();
+  p.knobs(R"({"billing.charge":{"failNext":1,"failureStatus":400},
+              "inventory.release":{"failureRate":1.0,"failureStatus":500,"retryAfter":0}})");
+  p.create_order();
+  auto id = p.create_order();
+  CHECK(p.wait_status(id, "ATTENTION") == "ATTENTION");
+  auto t = p.timeline(id);
+  CHECK(t.str("/deadLetters/0/status") == "FAILED");
+  CHECK(t.str("/deadLetters/0/revertError").find("inventory.revert") == 0);
+  CHECK(p.output().find("order needs attention") != std::string::npos);
+  auto dlq_id = t.num("/deadLetters/0/id");
+  p.knobs(R"({"inventory.release":{"failureRate":0}})");
+  CHECK(p.client().post("/api/dlq/" + std::to_string(dlq_id) + "/retry", "").status == 202);
+  CHECK(p.wait_status(id, "FAILED") == "FAILED");
+  auto a = attempts(p.timeline(id));
+  CHECK(count(a, "shipping.revert:success") == 1); // not reverted again on the redrive
+  CHECK(count(a, "inventory.revert:success") == 1);
+  check_consistent(p);
+}
+
+TEST_CASE_FIXTURE(
+    engine_fixture,
+    "the listener reconnects after its backend is killed and wakes the workers again") {
+  REQUIRE(wait_until([&] { return p.output().find("listening on") != std::string::npos; }, 10s));
+  query_value(cluster_conninfo() + " dbname=outboxd_e2e_engine",
+              "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+              "application_name = 'outboxd-listener'");
+  REQUIRE(wait_until([&] { return p.output().find("reconnected; listening") != std::string::npos; },
+                     15s));
+  auto id = p.create_order();
+  CHECK(p.wait_status(id, "CONFIRMED", 10s) == "CONFIRMED");
+}
+
+TEST_CASE_FIXTURE(engine_fixture,
+                  "SIGTERM during a call finishes it, and a restart completes the order once") {
+  p.knobs(R"({"billing.charge":{"latencyMs":1500}})");
+  p.create_order();
+  auto id = p.create_order();
+  REQUIRE(wait_until([&] { return attempts(p.timeline(id)).size() == 3; }, 10s));
+  CHECK(p.stop() == 0);
+  CHECK(p.output().find("engine stopped") != std::string::npos);
+  p.restart();
+  p.wait_ready();
+  CHECK(p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  CHECK(ledger_entries(p.ledger(id), "billing.charge").size() <= 1);
+}

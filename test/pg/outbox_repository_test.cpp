@@ -1,0 +1,273 @@
+// The outbox's units of work on a real PostgreSQL: claiming (order, per-aggregate exclusion,
+// SKIP LOCKED), lease fencing, retries, dead-lettering, the reaper and retention.
+#include "persistence/dlq_repository.hpp"
+#include "persistence/outbox_repository.hpp"
+#include "test/support/test_db.hpp"
+
+#include <doctest/doctest.h>
+#include <pqxx/pqxx>
+#include <set>
+#include <thread>
+
+using namespace outboxd;
+using namespace outboxd::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string& db() {
+  static const std::string conninfo = fresh_database("outboxd_pg_outbox");
+  return conninfo;
+}
+
+void exec(const std::string& sql) {
+  pqxx::connection c(db());
+  pqxx::work tx(c);
+  tx.exec(sql);
+  tx.commit();
+}
+
+/// Inserts an event for `aggregate` and returns its id.
+long long add_event(const std::string& aggregate, const std::string& type = "OrderCreated") {
+  static int n = 0;
+  return std::stoll(query_value(
+      db(), "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payloads, "
+            "idempotency_key) VALUES ('order', '" +
+                aggregate + "', '" + type + "', '{}', 'k" + std::to_string(++n) +
+                "') RETURNING id"));
+}
+
+struct fixture {
+  fixture() { truncate_all(db()); }
+  pqxx::connection conn_a{db()};
+  pqxx::connection conn_b{db()};
+  persistence::outbox_repository a{conn_a, {}};
+  persistence::outbox_repository b{conn_b, {}};
+};
+
+std::string status_of(long long id) {
+  return query_value(db(), "SELECT status FROM outbox_events WHERE id = " + std::to_string(id));
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(fixture, "claims take due events oldest first and lease them") {
+  auto e1 = add_event("1");
+  auto e2 = add_event("2");
+  exec("UPDATE outbox_events SET next_retry_at = now() + interval '1 hour' WHERE id = " +
+       std::to_string(e2));
+  auto e3 = add_event("3");
+  auto claimed = a.claim("worker-a", 10, 60s);
+  REQUIRE(claimed.size() == 2);
+  CHECK(claimed[0].id == e1);
+  CHECK(claimed[1].id == e3);
+  CHECK(claimed[0].lease_token != claimed[1].lease_token);
+  CHECK(status_of(e1) == "PROCESSING");
+  CHECK(query_value(db(), "SELECT lease_owner FROM outbox_events WHERE id = " +
+                              std::to_string(e1)) == "worker-a");
+  CHECK(b.claim("worker-b", 10, 60s).empty());
+  auto due = a.next_due_in();
+  REQUIRE(due);
+  CHECK(*due > 3500s);
+}
+
+TEST_CASE_FIXTURE(fixture,
+                  "a later event of an aggregate waits while an earlier one is unfinished") {
+  auto first = add_event("7");
+  auto second = add_event("7", "OrderStatusUpdated");
+  auto other = add_event("8");
+  auto claimed = a.claim("a", 10, 60s);
+  REQUIRE(claimed.size() == 2);
+  CHECK(claimed[0].id == first);
+  CHECK(claimed[1].id == other);
+  CHECK(b.claim("b", 10, 60s).empty()); // second waits for first (PROCESSING)
+  REQUIRE(a.retry(claimed[0], 0ms, "inventory: HTTP 503"));
+  // first is PENDING again and still ahead of second.
+  auto again = b.claim("b", 10, 60s);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].id == first);
+  CHECK(again[0].attempts == 1);
+  REQUIRE(b.complete(again[0], std::nullopt));
+  auto next = a.claim("a", 10, 60s);
+  REQUIRE(next.size() == 1);
+  CHECK(next[0].id == second);
+}
+
+TEST_CASE_FIXTURE(fixture, "an aggregate with a pending dead letter is not claimed") {
+  auto first = add_event("9");
+  auto second = add_event("9", "!OrderCreated");
+  auto claimed = a.claim("a", 10, 60s);
+  REQUIRE(a.dead_letter(claimed[0], "NON_RETRYABLE_ERROR", "billing: HTTP 400"));
+  CHECK(status_of(first) == "DEAD");
+  CHECK(query_value(db(), "SELECT reason || ' ' || status || ' ' || last_error FROM "
+                          "dead_letter_events") == "NON_RETRYABLE_ERROR PENDING billing: HTTP 400");
+  CHECK(a.claim("a", 10, 60s).empty()); // the cancellation waits for the compensation
+  exec("UPDATE dead_letter_events SET status = 'PROCESSED'");
+  auto next = a.claim("a", 10, 60s);
+  REQUIRE(next.size() == 1);
+  CHECK(next[0].id == second);
+}
+
+TEST_CASE_FIXTURE(fixture, "concurrent claimers get disjoint events") {
+  for (int i = 0; i < 200; ++i)
+    add_event(std::to_string(1000 + i));
+  std::vector<persistence::claimed_event> got_a, got_b;
+  std::thread ta([&] {
+    for (auto c = a.claim("a", 7, 60s); !c.empty(); c = a.claim("a", 7, 60s))
+      got_a.insert(got_a.end(), c.begin(), c.end());
+  });
+  std::thread tb([&] {
+    for (auto c = b.claim("b", 7, 60s); !c.empty(); c = b.claim("b", 7, 60s))
+      got_b.insert(got_b.end(), c.begin(), c.end());
+  });
+  ta.join();
+  tb.join();
+  std::set<long long> ids;
+  for (const auto& e : got_a)
+    ids.insert(e.id);
+  for (const auto& e : got_b)
+    ids.insert(e.id);
+  CHECK(got_a.size() + got_b.size() == 200);
+  CHECK(ids.size() == 200);
+}
+
+TEST_CASE_FIXTURE(fixture, "a worker whose lease expired cannot complete, retry or dead-letter") {
+  auto id = add_event("5");
+  auto mine = a.claim("a", 1, 1ms);
+  REQUIRE(mine.size() == 1);
+  std::this_thread::sleep_for(20ms);
+  auto reaped = b.reap_expired(3);
+  CHECK(reaped.returned == 1);
+  CHECK(query_value(db(),
+                    "SELECT status || ' ' || attempts || ' ' || last_error FROM outbox_events") ==
+        "PENDING 1 lease of a expired");
+  auto theirs = b.claim("b", 1, 60s);
+  REQUIRE(theirs.size() == 1);
+  CHECK_FALSE(a.complete(mine[0], std::nullopt));
+  CHECK_FALSE(a.retry(mine[0], 0ms, "x"));
+  CHECK_FALSE(a.dead_letter(mine[0], "NON_RETRYABLE_ERROR", "x"));
+  CHECK_FALSE(a.extend_lease(mine[0], 60s));
+  CHECK(count_rows(db(), "dead_letter_events") == 0);
+  CHECK(b.complete(theirs[0], std::nullopt));
+  CHECK(status_of(id) == "PROCESSED");
+}
+
+TEST_CASE_FIXTURE(fixture, "an event whose lease keeps expiring ends in the dead-letter queue") {
+  add_event("6");
+  // maxRetries 2: two expiries send it back, the third (attempt 3 of 3) dead-letters it.
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(a.claim("a", 1, 1ms).size() == 1);
+    std::this_thread::sleep_for(5ms);
+    CHECK(b.reap_expired(2).returned == 1);
+  }
+  REQUIRE(a.claim("a", 1, 1ms).size() == 1);
+  std::this_thread::sleep_for(5ms);
+  CHECK(b.reap_expired(2).dead_lettered == 1);
+  CHECK(query_value(db(), "SELECT status || ' ' || attempts FROM outbox_events") == "DEAD 3");
+  CHECK(query_value(db(), "SELECT reason FROM dead_letter_events") == "MAX_RETRIES_EXCEEDED");
+}
+
+TEST_CASE_FIXTURE(fixture, "handing a claim back keeps its attempts and makes it due now") {
+  auto id = add_event("4");
+  auto c = a.claim("a", 1, 60s);
+  REQUIRE(a.release(c[0]));
+  CHECK(query_value(db(), "SELECT status || ' ' || attempts || ' ' || (next_retry_at IS NULL) FROM "
+                          "outbox_events WHERE id = " +
+                              std::to_string(id)) == "PENDING 0 true");
+}
+
+TEST_CASE_FIXTURE(fixture, "retention deletes old processed events in batches and keeps the rest") {
+  for (int i = 0; i < 5; ++i)
+    add_event(std::to_string(i));
+  exec("UPDATE outbox_events SET status = 'PROCESSED', processed_at = now() - interval '2 days' "
+       "WHERE id <= 3");
+  exec("UPDATE outbox_events SET status = 'PROCESSED', processed_at = now() WHERE id = 4");
+  CHECK(a.delete_processed(24h, 2) == 2);
+  CHECK(a.delete_processed(24h, 2) == 1);
+  CHECK(a.delete_processed(24h, 2) == 0);
+  CHECK(count_rows(db(), "outbox_events") == 2);
+}
+
+TEST_CASE_FIXTURE(fixture,
+                  "attempt rows are appended and the latest success per destination is found") {
+  auto id = add_event("3");
+  persistence::attempt_row row;
+  row.event_id = id;
+  row.aggregate_id = "3";
+  row.event_type = "OrderCreated";
+  row.endpoint_url = "http://sim/api/inventory/reserve";
+  row.http_method = "POST";
+  row.destination = "inventory";
+  row.outcome = "retryable";
+  row.response_status = 503;
+  row.error_message = "HTTP 503";
+  a.record_attempt(row);
+  row.outcome = "success";
+  row.response_status = 200;
+  row.response_json = R"({"reservationId":"RES-1"})";
+  row.request_json = R"({"orderId":3})";
+  row.error_message.reset();
+  a.record_attempt(row);
+  row.destination = "fraudCheck";
+  row.fanout_order = 1;
+  row.response_text = "not json";
+  row.response_json.reset();
+  a.record_attempt(row);
+  row.destination = "inventory.revert";
+  row.fanout_order = 0;
+  a.record_attempt(row);
+  auto s = a.successes(id);
+  REQUIRE(s.size() == 2);
+  CHECK(s[0].destination == "inventory");
+  CHECK(s[0].response_json == R"({"reservationId": "RES-1"})");
+  CHECK(s[1].destination == "fraudCheck");
+  CHECK_FALSE(s[1].response_json);
+  CHECK(a.reverted_destinations(id) == std::vector<std::string>{"inventory"});
+  CHECK(count_rows(db(), "aggregate_results") == 4);
+}
+
+TEST_CASE_FIXTURE(fixture, "dead letters are claimed with a lease and fenced like events") {
+  add_event("11");
+  auto c = a.claim("a", 1, 60s);
+  REQUIRE(a.dead_letter(c[0], "MAX_RETRIES_EXCEEDED", "billing: HTTP 503"));
+  persistence::dlq_repository dlq_a(conn_a, {});
+  persistence::dlq_repository dlq_b(conn_b, {});
+  auto d = dlq_a.claim("dlq-a", 10, 1ms);
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].last_error == "billing: HTTP 503");
+  CHECK(dlq_b.claim("dlq-b", 10, 60s).empty());
+  std::this_thread::sleep_for(10ms);
+  CHECK(dlq_b.reap_expired(3) == 1);
+  auto again = dlq_b.claim("dlq-b", 10, 60s);
+  REQUIRE(again.size() == 1);
+  CHECK_FALSE(dlq_a.resolve(d[0], domain::engine_outcome::fanout_compensated, ""));
+  CHECK(dlq_b.retry(again[0], 0ms, "shipping.revert: HTTP 503"));
+  auto third = dlq_a.claim("dlq-a", 10, 60s);
+  REQUIRE(third.size() == 1);
+  CHECK(third[0].attempts == 2);
+  CHECK(dlq_a.fail(third[0], "shipping.revert: HTTP 400"));
+  CHECK(query_value(db(), "SELECT status || ' ' || revert_error FROM dead_letter_events") ==
+        "FAILED shipping.revert: HTTP 400");
+}
+
+TEST_CASE("the order hooks move the order inside the completing transaction") {
+  truncate_all(db());
+  exec("INSERT INTO orders (customer_id, total_amount, shipping_type) VALUES ('C', 1, 'domestic')");
+  persistence::order_hooks hooks;
+  pqxx::connection conn(db());
+  persistence::outbox_repository repo(conn, {{"order", &hooks}});
+  add_event("1");
+  auto c = repo.claim("a", 1, 60s);
+  REQUIRE(repo.complete(c[0], domain::engine_outcome::fanout_succeeded));
+  CHECK(query_value(db(), "SELECT order_status FROM orders") == "CONFIRMED");
+
+  exec("UPDATE orders SET order_status = 'CANCELLING'");
+  add_event("1", "!OrderCreated");
+  auto cancel = repo.claim("a", 1, 60s);
+  REQUIRE(repo.dead_letter(cancel[0], "CANCELLATION_FAILED", "billing.revert: HTTP 400", "FAILED",
+                           domain::engine_outcome::compensation_failed));
+  CHECK(query_value(db(), "SELECT order_status || ' ' || status_reason FROM orders") ==
+        "ATTENTION billing.revert: HTTP 400");
+  CHECK(query_value(db(), "SELECT status || ' ' || (resolved_at IS NOT NULL) FROM "
+                          "dead_letter_events") == "FAILED true");
+}

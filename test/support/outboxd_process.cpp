@@ -1,0 +1,107 @@
+// outboxd test processes: started with the binary under test (OUTBOXD_BINARY).
+#include "test/support/outboxd_process.hpp"
+
+#include <csignal>
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+namespace outboxd::test {
+
+namespace {
+const std::vector<std::string> test_defaults = {
+    "--set", "outbox.backoff.base=50ms",  "--set", "outbox.backoff.max=1s",
+    "--set", "dlq.backoff.base=50ms",     "--set", "dlq.backoff.max=1s",
+    "--set", "outbox.pollInterval=500ms", "--set", "outbox.reaperInterval=1s",
+    "--set", "outbox.shutdownTimeout=5s", "--set", "server.threads=16"};
+}
+
+outboxd_process::outboxd_process(std::string name, std::string conninfo,
+                                 std::vector<std::string> extra,
+                                 std::map<std::string, std::string> env)
+    : name_(std::move(name)), conninfo_(std::move(conninfo)), extra_(std::move(extra)),
+      env_(std::move(env)), port_(free_port()) {
+  launch();
+}
+
+outboxd_process::~outboxd_process() = default;
+
+void outboxd_process::launch() {
+  std::vector<std::string> argv{OUTBOXD_BINARY, "serve"};
+  argv.insert(argv.end(), test_defaults.begin(), test_defaults.end());
+  argv.insert(argv.end(), extra_.begin(), extra_.end());
+  auto env = env_;
+  env["DATABASE_URL"] = conninfo_;
+  env["OUTBOXD_SERVER_PORT"] = std::to_string(port_);
+  auto log = "/tmp/outboxd-e2e-" + std::to_string(::getpid()) + "-" + name_ + "-" +
+             std::to_string(++launches_) + ".log";
+  process_ = std::make_unique<child_process>(argv, env, log);
+  client_ = std::make_unique<http_client>(port_);
+}
+
+void outboxd_process::wait_ready() {
+  bool ready =
+      wait_until([&] { return client_->get("/readyz").status == 200; }, std::chrono::seconds(30));
+  REQUIRE_MESSAGE(ready, output());
+  // Every test starts from a quiet outside world: no random failures.
+  knobs(R"({"inventory.reserve":{"failureRate":0},"inventory.release":{"failureRate":0},
+            "fraudCheck.check":{"failureRate":0},"shipping.domestic.create":{"failureRate":0},
+            "shipping.domestic.cancel":{"failureRate":0},"shipping.international.create":{"failureRate":0},
+            "shipping.international.cancel":{"failureRate":0},"billing.charge":{"failureRate":0},
+            "billing.refund":{"failureRate":0},"highValue.process":{"failureRate":0},
+            "highValue.cancel":{"failureRate":0},"notifications.send":{"failureRate":0}})");
+}
+
+void outboxd_process::knobs(const std::string& services_json) {
+  auto r = client_->put("/api/simulator/config", R"({"services":)" + services_json + "}");
+  REQUIRE_MESSAGE(r.status == 200, r.body);
+}
+
+long long outboxd_process::create_order(const std::string& shipping, const std::string& amount) {
+  auto r = client_->post("/api/orders", R"({"customerId":"C-1","totalAmount":)" + amount +
+                                            R"(,"shippingType":")" + shipping + R"("})");
+  REQUIRE_MESSAGE(r.status == 201, r.body);
+  return r.num("/id");
+}
+
+std::string outboxd_process::wait_status(long long id, const std::string& status,
+                                         std::chrono::milliseconds timeout) {
+  std::string last;
+  wait_until(
+      [&] {
+        last = client_->get("/api/orders/" + std::to_string(id)).str("/order/status");
+        return last == status;
+      },
+      timeout);
+  return last;
+}
+
+http_response outboxd_process::ledger(long long id) {
+  return client_->get("/api/simulator/ledger?aggregateId=" + std::to_string(id));
+}
+
+http_response outboxd_process::timeline(long long id) {
+  return client_->get("/api/orders/" + std::to_string(id));
+}
+
+std::optional<int> outboxd_process::stop() {
+  process_->signal(SIGTERM);
+  return process_->wait_exit(std::chrono::seconds(20));
+}
+
+void outboxd_process::restart() {
+  process_->wait_exit(std::chrono::seconds(20));
+  launch();
+}
+
+std::vector<const rapidjson::Value*> ledger_entries(const http_response& ledger,
+                                                    const std::string& operation) {
+  std::vector<const rapidjson::Value*> out;
+  if (!ledger.json.IsObject() || !ledger.json.HasMember("entries"))
+    return out;
+  for (const auto& e : ledger.json["entries"].GetArray())
+    if (e["operation"].GetString() == operation)
+      out.push_back(&e);
+  return out;
+}
+
+} // namespace outboxd::test

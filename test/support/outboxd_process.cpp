@@ -52,7 +52,8 @@ void outboxd_process::wait_ready() {
 }
 
 void outboxd_process::knobs(const std::string& services_json) {
-  auto r = client_->put("/api/simulator/config", R"({"services":)" + services_json + "}");
+  auto& target = simulator_ ? *simulator_ : *client_;
+  auto r = target.put("/api/simulator/config", R"({"services":)" + services_json + "}");
   REQUIRE_MESSAGE(r.status == 200, r.body);
 }
 
@@ -76,7 +77,8 @@ std::string outboxd_process::wait_status(long long id, const std::string& status
 }
 
 http_response outboxd_process::ledger(long long id) {
-  return client_->get("/api/simulator/ledger?aggregateId=" + std::to_string(id));
+  auto& target = simulator_ ? *simulator_ : *client_;
+  return target.get("/api/simulator/ledger?aggregateId=" + std::to_string(id));
 }
 
 http_response outboxd_process::timeline(long long id) {
@@ -91,6 +93,20 @@ std::optional<int> outboxd_process::stop() {
 void outboxd_process::restart() {
   process_->wait_exit(std::chrono::seconds(20));
   launch();
+}
+
+simulator_process::simulator_process()
+    : port(free_port()),
+      process({OUTBOXD_BINARY, "simulator", "--port", std::to_string(port)}, {},
+              "/tmp/outboxd-e2e-" + std::to_string(::getpid()) + "-simulator-" +
+                  std::to_string(port) + ".log") {
+  http_client c(port);
+  REQUIRE(wait_until([&] { return c.get("/healthz").status == 200; }, std::chrono::seconds(10)));
+}
+
+std::vector<std::string> simulator_process::outboxd_args() const {
+  return {"--set", "simulator.enabled=false", "--set",
+          "simulator.baseUrl=http://127.0.0.1:" + std::to_string(port)};
 }
 
 std::vector<const rapidjson::Value*> ledger_entries(const http_response& ledger,

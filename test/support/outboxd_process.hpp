@@ -19,6 +19,10 @@ public:
                   std::map<std::string, std::string> env = {});
   ~outboxd_process();
 
+  /// Knobs and the ledger live at a standalone simulator on `port` (started with
+  /// --set simulator.enabled=false --set simulator.baseUrl=...).
+  void use_simulator(int port) { simulator_ = std::make_unique<http_client>(port); }
+
   /// Waits until /readyz answers 200 (fails the test otherwise).
   void wait_ready();
   /// Sets simulator knobs: `services_json` is the "services" object of PUT /api/simulator/config.
@@ -53,6 +57,16 @@ private:
   int launches_ = 0;
   std::unique_ptr<child_process> process_;
   std::unique_ptr<http_client> client_;
+  std::unique_ptr<http_client> simulator_;
+};
+
+/// `outboxd simulator --port <port>` as a process (the outside world that survives outboxd).
+struct simulator_process {
+  simulator_process();
+  int port;
+  child_process process;
+  /// The --set arguments that point an outboxd at this simulator.
+  std::vector<std::string> outboxd_args() const;
 };
 
 /// Entries of a ledger response whose operation is `operation`.

@@ -1,0 +1,100 @@
+// Several outboxd processes, crashes and restarts against one database and one standalone
+// simulator (the outside world keeps its memory when outboxd dies).
+#include "test/support/outboxd_process.hpp"
+#include "test/support/test_db.hpp"
+
+#include <csignal>
+#include <doctest/doctest.h>
+#include <thread>
+
+using namespace outboxd::test;
+using namespace std::chrono_literals;
+
+TEST_CASE("two outboxd processes drain one backlog and process each event once") {
+  simulator_process sim;
+  auto db = fresh_database("outboxd_e2e_replicas");
+  outboxd_process a("replica-a", db, sim.outboxd_args());
+  outboxd_process b("replica-b", db, sim.outboxd_args());
+  a.use_simulator(sim.port);
+  b.use_simulator(sim.port);
+  a.wait_ready();
+  b.wait_ready();
+  constexpr int orders = 80;
+  for (int i = 0; i < orders; ++i)
+    (i % 2 ? a : b).create_order(i % 3 ? "domestic" : "international");
+  REQUIRE(wait_until(
+      [&] {
+        return query_value(db, "SELECT count(*) FROM orders WHERE order_status = 'CONFIRMED'") ==
+               std::to_string(orders);
+      },
+      60s));
+  // Exactly one successful attempt per (event, destination), and nothing else.
+  CHECK(query_value(db, "SELECT count(*) FROM (SELECT event_id, destination FROM aggregate_results "
+                        "WHERE outcome = 'success' GROUP BY 1, 2 HAVING count(*) > 1) d") == "0");
+  CHECK(query_value(db, "SELECT count(*) FROM aggregate_results") == std::to_string(orders * 4));
+  // Both processes did some of the work.
+  CHECK(a.output().find("processed after") != std::string::npos);
+  CHECK(b.output().find("processed after") != std::string::npos);
+  auto ledger = http_client(sim.port).get("/api/simulator/ledger");
+  CHECK(ledger.json["duplicates"].Size() == 0);
+  auto consistency = a.client().get("/api/admin/consistency");
+  CHECK(consistency.num("/checked") == orders);
+  CHECK_MESSAGE(consistency.json["violations"].Size() == 0, consistency.body);
+}
+
+TEST_CASE("a process killed during a compensation is finished by a restart without a double revert") {
+  simulator_process sim;
+  auto db = fresh_database("outboxd_e2e_kill_compensation");
+  auto args = sim.outboxd_args();
+  for (const auto* extra : {"--set", "outbox.leaseTimeout=2s"})
+    args.emplace_back(extra);
+  outboxd_process p("kill-compensation", db, args);
+  p.use_simulator(sim.port);
+  p.wait_ready();
+  p.knobs(R"({"billing.charge":{"failNext":1,"failureStatus":400},
+              "shipping.domestic.cancel":{"latencyMs":1500}})");
+  p.create_order();
+  auto id = p.create_order();
+  // The dead-letter processor is inside the shipping revert call: kill the process there.
+  REQUIRE(wait_until(
+      [&] {
+        return query_value(db, "SELECT count(*) FROM dead_letter_events WHERE status = "
+                               "'PROCESSING'") == "1";
+      },
+      20s));
+  std::this_thread::sleep_for(300ms);
+  p.process().signal(SIGKILL);
+  CHECK(p.process().wait_exit(5s) == 128 + SIGKILL);
+  p.restart();
+  CHECK(p.wait_status(id, "FAILED", 40s) == "FAILED");
+  auto ledger = p.ledger(id);
+  auto shipment = ledger_entries(ledger, "shipping.domestic.create");
+  auto reservation = ledger_entries(ledger, "inventory.reserve");
+  REQUIRE(shipment.size() == 1);
+  REQUIRE(reservation.size() == 1);
+  CHECK(std::string((*shipment[0])["state"].GetString()) == "reverted");
+  CHECK((*shipment[0])["revertRequests"].GetInt() == 1);
+  CHECK(std::string((*reservation[0])["state"].GetString()) == "reverted");
+  CHECK((*reservation[0])["revertRequests"].GetInt() == 1);
+  auto consistency = p.client().get("/api/admin/consistency");
+  CHECK_MESSAGE(consistency.json["violations"].Size() == 0, consistency.body);
+}
+
+TEST_CASE("a status update sends its notification by the configured route") {
+  auto db = fresh_database("outboxd_e2e_notify");
+  outboxd_process p("notify", db);
+  p.wait_ready();
+  auto id = p.create_order();
+  REQUIRE(p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  auto path = "/api/orders/" + std::to_string(id) + "/status";
+  CHECK(p.client().put(path, R"({"status":"SHIPPED"})").status == 200);
+  REQUIRE(wait_until(
+      [&] { return ledger_entries(p.ledger(id), "notifications.send").size() == 1; }, 10s));
+  CHECK(p.client().put(path, R"({"status":"DELIVERED"})").status == 200);
+  REQUIRE(wait_until(
+      [&] { return ledger_entries(p.ledger(id), "notifications.send").size() == 2; }, 10s));
+  auto notes = ledger_entries(p.ledger(id), "notifications.send");
+  CHECK(std::string((*notes[0])["notificationType"].GetString()) == "shipping_confirmation");
+  CHECK(std::string((*notes[1])["notificationType"].GetString()) == "review_request");
+  CHECK(p.wait_status(id, "DELIVERED") == "DELIVERED");
+}

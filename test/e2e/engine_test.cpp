@@ -164,7 +164,8 @@ TEST_CASE("an ambiguous timeout is retried with the same Idempotency-Key and cha
   auto a = attempts(p.timeline(id));
   CHECK(count(a, "billing:retryable") >= 1);
   CHECK(count(a, "billing:success") == 1);
-  auto charges = ledger_entries(p.ledger(id), "billing.charge");
+  auto ledger = p.ledger(id);
+  auto charges = ledger_entries(ledger, "billing.charge");
   REQUIRE(charges.size() == 1);
   CHECK(std::string((*charges[0])["idempotencyKey"].GetString()).find(":billing") !=
         std::string::npos);
@@ -226,7 +227,8 @@ TEST_CASE_FIXTURE(engine_fixture,
   CHECK(count(a, "shipping.revert:retryable") == 2);
   CHECK(count(a, "shipping.revert:success") == 1);
   CHECK(count(a, "inventory.revert:success") == 1);
-  auto reservation = ledger_entries(p.ledger(id), "inventory.reserve");
+  auto ledger = p.ledger(id);
+  auto reservation = ledger_entries(ledger, "inventory.reserve");
   CHECK((*reservation[0])["revertRequests"].GetInt() == 1);
   check_consistent(p);
 }
@@ -267,16 +269,64 @@ TEST_CASE_FIXTURE(
   CHECK(p.wait_status(id, "CONFIRMED", 10s) == "CONFIRMED");
 }
 
-TEST_CASE_FIXTURE(engine_fixture,
-                  "SIGTERM during a call finishes it, and a restart completes the order once") {
+TEST_CASE("SIGTERM during a call finishes it, and a restart completes the order once") {
+  simulator_process sim; // the outside world outlives the outboxd process
+  outboxd_process p("sigterm", fresh_database("outboxd_e2e_sigterm"), sim.outboxd_args());
+  p.use_simulator(sim.port);
+  p.wait_ready();
   p.knobs(R"({"billing.charge":{"latencyMs":1500}})");
   p.create_order();
   auto id = p.create_order();
   REQUIRE(wait_until([&] { return attempts(p.timeline(id)).size() == 3; }, 10s));
   CHECK(p.stop() == 0);
-  CHECK(p.output().find("engine stopped") != std::string::npos);
+  auto out = p.output();
+  CHECK(out.find("engine stopped") != std::string::npos);
+  // The billing call in flight was finished and recorded before the process exited.
+  CHECK(out.find("→ billing POST") != std::string::npos);
   p.restart();
   p.wait_ready();
   CHECK(p.wait_status(id, "CONFIRMED") == "CONFIRMED");
-  CHECK(ledger_entries(p.ledger(id), "billing.charge").size() <= 1);
+  auto ledger = p.ledger(id);
+  CHECK(ledger_entries(ledger, "billing.charge").size() == 1);
+  CHECK(ledger.json["duplicates"].Size() == 0);
+}
+
+TEST_CASE("a cancellation that cannot revert needs attention, and a redrive cancels the order") {
+  outboxd_process p("cancel-attention", fresh_database("outboxd_e2e_cancel_attention"),
+                    {"--set", "outbox.maxRetries=1"});
+  p.wait_ready();
+  p.create_order();
+  auto id = p.create_order();
+  REQUIRE(p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  p.knobs(R"({"billing.refund":{"failureRate":1.0,"failureStatus":503,"retryAfter":0}})");
+  CHECK(p.client().post("/api/orders/" + std::to_string(id) + "/cancel", "").status == 202);
+  CHECK(p.wait_status(id, "ATTENTION") == "ATTENTION");
+  auto t = p.timeline(id);
+  REQUIRE(t.json["deadLetters"].Size() == 1);
+  CHECK(t.str("/deadLetters/0/reason") == "CANCELLATION_FAILED");
+  CHECK(t.str("/deadLetters/0/status") == "FAILED");
+  CHECK(t.str("/deadLetters/0/eventType") == "!OrderCreated");
+  CHECK(t.str("/order/statusReason").find("billing.revert") == 0);
+  p.knobs(R"({"billing.refund":{"failureRate":0}})");
+  auto dlq = t.num("/deadLetters/0/id");
+  CHECK(p.client().post("/api/dlq/" + std::to_string(dlq) + "/retry", "").status == 202);
+  CHECK(p.wait_status(id, "CANCELLED") == "CANCELLED");
+  auto ledger = p.ledger(id);
+  for (const auto* op : {"inventory.reserve", "shipping.domestic.create", "billing.charge"})
+    {
+      auto entries = ledger_entries(ledger, op);
+      REQUIRE_MESSAGE(entries.size() == 1, op);
+      CHECK_MESSAGE(std::string((*entries[0])["state"].GetString()) == "reverted", op);
+    }
+  check_consistent(p);
+}
+
+TEST_CASE("with LISTEN/NOTIFY off, the safety poll still delivers every event") {
+  outboxd_process p("polling", fresh_database("outboxd_e2e_polling"),
+                    {"--set", "outbox.useListenNotify=false", "--set", "outbox.pollInterval=200ms"});
+  p.wait_ready();
+  auto id = p.create_order();
+  CHECK(p.wait_status(id, "CONFIRMED", 10s) == "CONFIRMED");
+  CHECK(p.output().find("no listener (polling only)") != std::string::npos);
+  CHECK(p.output().find("pg-listener") == std::string::npos);
 }

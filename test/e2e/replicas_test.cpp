@@ -89,11 +89,20 @@ TEST_CASE("a status update sends its notification by the configured route") {
   auto path = "/api/orders/" + std::to_string(id) + "/status";
   CHECK(p.client().put(path, R"({"status":"SHIPPED"})").status == 200);
   REQUIRE(wait_until(
-      [&] { return ledger_entries(p.ledger(id), "notifications.send").size() == 1; }, 10s));
+      [&] {
+        auto ledger = p.ledger(id);
+        return ledger_entries(ledger, "notifications.send").size() == 1;
+      },
+      10s));
   CHECK(p.client().put(path, R"({"status":"DELIVERED"})").status == 200);
   REQUIRE(wait_until(
-      [&] { return ledger_entries(p.ledger(id), "notifications.send").size() == 2; }, 10s));
-  auto notes = ledger_entries(p.ledger(id), "notifications.send");
+      [&] {
+        auto ledger = p.ledger(id);
+        return ledger_entries(ledger, "notifications.send").size() == 2;
+      },
+      10s));
+  auto ledger = p.ledger(id);
+  auto notes = ledger_entries(ledger, "notifications.send");
   CHECK(std::string((*notes[0])["notificationType"].GetString()) == "shipping_confirmation");
   CHECK(std::string((*notes[1])["notificationType"].GetString()) == "review_request");
   CHECK(p.wait_status(id, "DELIVERED") == "DELIVERED");

@@ -69,8 +69,11 @@ struct simulator_process {
   std::vector<std::string> outboxd_args() const;
 };
 
-/// Entries of a ledger response whose operation is `operation`.
+/// Entries of a ledger response whose operation is `operation` (pointers into `ledger`).
 std::vector<const rapidjson::Value*> ledger_entries(const http_response& ledger,
                                                     const std::string& operation);
+/// Refused: the pointers would outlive a temporary response.
+std::vector<const rapidjson::Value*> ledger_entries(http_response&& ledger,
+                                                    const std::string& operation) = delete;
 
 } // namespace outboxd::test

@@ -72,8 +72,9 @@ struct consistency_fixture {
     return row[0].as<std::int64_t>();
   }
 
-  http_response call(const std::string& path, std::int64_t order, const std::string& key) {
-    auto r = client->post(path, "{}",
+  http_response call(const std::string& path, std::int64_t order, const std::string& key,
+                     const std::string& body = "{}") {
+    auto r = client->post(path, body,
                           {{"X-Aggregate-Id", std::to_string(order)}, {"Idempotency-Key", key}});
     REQUIRE_MESSAGE(r.status == 200, r.body);
     return r;
@@ -147,7 +148,8 @@ TEST_CASE_FIXTURE(consistency_fixture, "orders whose effects match their status 
   insert("CONFIRMED", "1 hour"); // before the ledger started: nothing to compare with
   fan_out(confirmed);
   fan_out(delivered);
-  call("/api/notifications/shipping-confirmation", delivered, "n1");
+  call("/api/notifications/shipping-confirmation", delivered, "n1",
+       R"({"orderId":)" + std::to_string(delivered) + R"(,"newStatus":"SHIPPED"})");
   auto f = fan_out(failed);
   compensate(failed, f);
   auto c = fan_out(cancelled);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,7 +24,9 @@ child_process::child_process(std::vector<std::string> argv, std::map<std::string
   if (pid_ < 0)
     throw std::runtime_error("fork failed");
   if (pid_ == 0) {
-    // Child: own signal mask and handlers, output to the log file.
+    // Child: dies with the test process (even when the test aborts), own signal mask, output
+    // to the log file.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);

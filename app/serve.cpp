@@ -13,6 +13,7 @@
 #include "persistence/dead_letter_admin.hpp"
 #include "persistence/migrations.hpp"
 #include "persistence/order_repository.hpp"
+#include "persistence/outbox_admin.hpp"
 #include "persistence/statements.hpp"
 
 #include <algorithm>
@@ -99,6 +100,7 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
       settings.database.pool_size, persistence::pooled_statements());
   persistence::order_repository orders(pool);
   persistence::dead_letter_admin dead_letters(pool);
+  persistence::outbox_admin outbox(pool);
   persistence::order_hooks order_hooks;
   actors::engine engine(settings, {{std::string(domain::order_aggregate), &order_hooks}});
 
@@ -120,7 +122,8 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
     return report;
   };
 
-  http::api_server server(settings.server, settings.admin.token, {orders, dead_letters, readiness});
+  http::api_server server(settings.server, settings.admin.token,
+                          {orders, dead_letters, outbox, readiness});
   // The outside world: in this process by default, else the standalone simulator at baseUrl.
   std::unique_ptr<http::simulator> simulator;
   std::function<std::string()> ledger = http::remote_ledger(settings.simulator.base_url);

@@ -6,6 +6,7 @@
 #include "domain/outbox.hpp"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -89,6 +90,38 @@ public:
   find(std::int64_t id) = 0;
   /// FAILED → PENDING with fresh attempts; the compensation resumes where it stopped.
   virtual redrive_outcome redrive(std::int64_t id) = 0;
+};
+
+/// Counts for the operator: events by status, dead letters by status and reason, orders by
+/// status, and the age of the oldest due event (the lag).
+struct outbox_stats {
+  std::map<std::string, long long> events;
+  std::map<std::string, long long> dead_letters_by_status;
+  std::map<std::string, long long> dead_letters_by_reason;
+  std::map<std::string, long long> orders;
+  std::optional<double> oldest_due_age_seconds;
+};
+
+/// Filters of the event listing.
+struct event_filter {
+  std::optional<std::string> status;
+  std::optional<std::string> aggregate_id;
+  std::optional<std::string> event_type;
+  std::optional<std::int64_t> before_id;
+  int limit = 50;
+};
+
+/// Outbox inspection for operators. Throws store_unavailable when the database cannot be
+/// reached.
+class outbox_inspection {
+public:
+  virtual ~outbox_inspection() = default;
+  virtual outbox_stats stats() = 0;
+  /// Newest first.
+  virtual std::vector<event_record> events(const event_filter& filter) = 0;
+  /// One event with its attempts (forward and revert), oldest first.
+  virtual std::optional<std::pair<event_record, std::vector<attempt_record>>>
+  event(std::int64_t id) = 0;
 };
 
 } // namespace outboxd::domain

@@ -333,6 +333,74 @@ void api_server::install_routes() {
     reply(res, 202, order_json(*outcome.value));
   });
 
+  s.Get("/api/outbox/stats", [this](const httplib::Request&, httplib::Response& res) {
+    auto stats = deps_.outbox.stats();
+    json_writer w;
+    auto counts = [&w](std::string_view name, const std::map<std::string, long long>& m) {
+      w.key(name);
+      w.start_object();
+      for (const auto& [k, v] : m)
+        w.field(k, static_cast<std::int64_t>(v));
+      w.end_object();
+    };
+    w.start_object();
+    counts("outbox", stats.events);
+    w.key("deadLetters");
+    w.start_object();
+    counts("byStatus", stats.dead_letters_by_status);
+    counts("byReason", stats.dead_letters_by_reason);
+    w.end_object();
+    counts("orders", stats.orders);
+    w.field("oldestDueAgeSeconds", stats.oldest_due_age_seconds);
+    w.end_object();
+    reply(res, 200, w.str());
+  });
+
+  s.Get("/api/outbox/events", [this](const httplib::Request& req, httplib::Response& res) {
+    auto page = parse_page(req, [](const std::string& s) {
+      return s == "PENDING" || s == "PROCESSING" || s == "PROCESSED" || s == "DEAD";
+    });
+    domain::event_filter f{page.status, std::nullopt, std::nullopt, page.before, page.limit};
+    if (req.has_param("aggregateId"))
+      f.aggregate_id = req.get_param_value("aggregateId");
+    if (req.has_param("eventType"))
+      f.event_type = req.get_param_value("eventType");
+    auto rows = deps_.outbox.events(f);
+    json_writer w;
+    w.start_object();
+    w.key("events");
+    w.start_array();
+    for (const auto& e : rows)
+      write_event(w, e);
+    w.end_array();
+    w.key("nextCursor");
+    if (static_cast<int>(rows.size()) == page.limit)
+      w.value(std::to_string(rows.back().id));
+    else
+      w.null();
+    w.end_object();
+    reply(res, 200, w.str());
+  });
+
+  s.Get(R"(/api/outbox/events/([^/]+))",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto id = parse_id(req.matches[1], "event");
+          auto found = deps_.outbox.event(id);
+          if (!found)
+            throw api_error(error_kind::not_found, fmt::format("event {} not found", id));
+          json_writer w;
+          w.start_object();
+          w.key("event");
+          write_event(w, found->first);
+          w.key("attempts");
+          w.start_array();
+          for (const auto& a : found->second)
+            write_attempt(w, a);
+          w.end_array();
+          w.end_object();
+          reply(res, 200, w.str());
+        });
+
   s.Get("/api/dlq", [this](const httplib::Request& req, httplib::Response& res) {
     auto page = parse_page(req, [](const std::string& s) {
       return s == "PENDING" || s == "PROCESSING" || s == "PROCESSED" || s == "FAILED";

@@ -28,6 +28,7 @@ struct readiness_report {
 struct api_dependencies {
   domain::order_store& orders;
   domain::dead_letter_store& dead_letters;
+  domain::outbox_inspection& outbox;
   std::function<readiness_report()> readiness;
 };
 

@@ -7,7 +7,7 @@
 
 namespace outboxd::persistence {
 
-/// Statements of order_repository, dead_letter_admin and audit_repository.
+/// Statements of order_repository, dead_letter_admin, audit_repository and outbox_admin.
 std::vector<statement> pooled_statements();
 
 } // namespace outboxd::persistence

@@ -312,18 +312,18 @@ TEST_CASE("a cancellation that cannot revert needs attention, and a redrive canc
   CHECK(p.client().post("/api/dlq/" + std::to_string(dlq) + "/retry", "").status == 202);
   CHECK(p.wait_status(id, "CANCELLED") == "CANCELLED");
   auto ledger = p.ledger(id);
-  for (const auto* op : {"inventory.reserve", "shipping.domestic.create", "billing.charge"})
-    {
-      auto entries = ledger_entries(ledger, op);
-      REQUIRE_MESSAGE(entries.size() == 1, op);
-      CHECK_MESSAGE(std::string((*entries[0])["state"].GetString()) == "reverted", op);
-    }
+  for (const auto* op : {"inventory.reserve", "shipping.domestic.create", "billing.charge"}) {
+    auto entries = ledger_entries(ledger, op);
+    REQUIRE_MESSAGE(entries.size() == 1, op);
+    CHECK_MESSAGE(std::string((*entries[0])["state"].GetString()) == "reverted", op);
+  }
   check_consistent(p);
 }
 
 TEST_CASE("with LISTEN/NOTIFY off, the safety poll still delivers every event") {
-  outboxd_process p("polling", fresh_database("outboxd_e2e_polling"),
-                    {"--set", "outbox.useListenNotify=false", "--set", "outbox.pollInterval=200ms"});
+  outboxd_process p(
+      "polling", fresh_database("outboxd_e2e_polling"),
+      {"--set", "outbox.useListenNotify=false", "--set", "outbox.pollInterval=200ms"});
   p.wait_ready();
   auto id = p.create_order();
   CHECK(p.wait_status(id, "CONFIRMED", 10s) == "CONFIRMED");

@@ -42,7 +42,8 @@ TEST_CASE("two outboxd processes drain one backlog and process each event once")
   CHECK_MESSAGE(consistency.json["violations"].Size() == 0, consistency.body);
 }
 
-TEST_CASE("a process killed during a compensation is finished by a restart without a double revert") {
+TEST_CASE(
+    "a process killed during a compensation is finished by a restart without a double revert") {
   simulator_process sim;
   auto db = fresh_database("outboxd_e2e_kill_compensation");
   auto args = sim.outboxd_args();

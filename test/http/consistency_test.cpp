@@ -9,6 +9,7 @@
 #include "persistence/connection_pool.hpp"
 #include "persistence/dead_letter_admin.hpp"
 #include "persistence/order_repository.hpp"
+#include "persistence/outbox_admin.hpp"
 #include "persistence/statements.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/test_db.hpp"
@@ -44,7 +45,7 @@ struct consistency_fixture {
     s.port = 0;
     s.threads = 8;
     server = std::make_unique<http::api_server>(
-        s, std::string(), http::api_dependencies{orders, dead_letters, [] {
+        s, std::string(), http::api_dependencies{orders, dead_letters, outbox, [] {
                                                    return http::readiness_report{};
                                                  }});
     sim.install(server->native(), {});
@@ -124,6 +125,7 @@ struct consistency_fixture {
                                     persistence::pooled_statements()};
   persistence::order_repository orders{pool};
   persistence::dead_letter_admin dead_letters{pool};
+  persistence::outbox_admin outbox{pool};
   persistence::audit_repository audit{pool};
   http::simulator sim{quiet()};
   std::unique_ptr<http::api_server> server;
@@ -181,8 +183,7 @@ TEST_CASE_FIXTURE(consistency_fixture, "half-done orders are listed with a sente
   CHECK(r.str("/violations/1/problem") ==
         "highValue.process " + ids["billing"] + " is still active but the order is FAILED");
   CHECK(r.num("/violations/2/orderId") == confirmed);
-  CHECK(r.str("/violations/2/problem").find("2 payments were applied (billing.charge TXN-2-") ==
-        0);
+  CHECK(r.str("/violations/2/problem").find("2 payments were applied (billing.charge TXN-2-") == 0);
 }
 
 TEST_CASE_FIXTURE(consistency_fixture, "orders created before a reset are unchecked, deleted ones "
@@ -220,7 +221,8 @@ TEST_CASE_FIXTURE(consistency_fixture, "the check reads the ledger of a standalo
   conf::server_settings api;
   api.port = 0;
   api.threads = 4;
-  http::api_server other(api, {}, {orders, dead_letters, [] { return http::readiness_report{}; }});
+  http::api_server other(api, {},
+                         {orders, dead_letters, outbox, [] { return http::readiness_report{}; }});
   http::install_consistency_route(
       other.native(), audit,
       http::remote_ledger("http://127.0.0.1:" + std::to_string(remote_port) + "/"));
@@ -229,16 +231,16 @@ TEST_CASE_FIXTURE(consistency_fixture, "the check reads the ledger of a standalo
 
   auto order = insert("FAILED");
   http_client sim_client(remote_port);
-  auto res = sim_client.post("/api/inventory/reserve", "{}",
-                             {{"X-Aggregate-Id", std::to_string(order)}});
+  auto res =
+      sim_client.post("/api/inventory/reserve", "{}", {{"X-Aggregate-Id", std::to_string(order)}});
   REQUIRE(res.status == 200);
   http_client api_client(other_port);
   auto r = api_client.get("/api/admin/consistency");
   CHECK(r.status == 200);
   CHECK(r.num("/checked") == 1);
-  CHECK(r.str("/violations/0/problem") ==
-        "inventory.reserve " + res.str("/reservationId") + " is still active but the order is "
-                                                           "FAILED");
+  CHECK(r.str("/violations/0/problem") == "inventory.reserve " + res.str("/reservationId") +
+                                              " is still active but the order is "
+                                              "FAILED");
   other.stop();
   remote.stop();
 }
@@ -247,7 +249,8 @@ TEST_CASE_FIXTURE(consistency_fixture, "an unreachable simulator makes the check
   conf::server_settings api;
   api.port = 0;
   api.threads = 4;
-  http::api_server other(api, {}, {orders, dead_letters, [] { return http::readiness_report{}; }});
+  http::api_server other(api, {},
+                         {orders, dead_letters, outbox, [] { return http::readiness_report{}; }});
   auto url = "http://127.0.0.1:" + std::to_string(free_port());
   http::install_consistency_route(other.native(), audit, http::remote_ledger(url));
   int other_port = other.bind();
@@ -261,7 +264,7 @@ TEST_CASE_FIXTURE(consistency_fixture, "an unreachable simulator makes the check
 
   // Something that answers, but not with a ledger, is as good as unreachable.
   http::api_server garbled(api, {},
-                           {orders, dead_letters, [] { return http::readiness_report{}; }});
+                           {orders, dead_letters, outbox, [] { return http::readiness_report{}; }});
   http::install_consistency_route(garbled.native(), audit, [] { return std::string("[]"); });
   int garbled_port = garbled.bind();
   garbled.start();

@@ -4,6 +4,7 @@
 #include "persistence/connection_pool.hpp"
 #include "persistence/dead_letter_admin.hpp"
 #include "persistence/order_repository.hpp"
+#include "persistence/outbox_admin.hpp"
 #include "persistence/statements.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/test_db.hpp"
@@ -32,7 +33,7 @@ struct server_fixture {
     s.threads = 8;
     s.max_body_bytes = 64 * 1024;
     server = std::make_unique<http::api_server>(
-        s, std::move(admin_token), http::api_dependencies{repo, dead_letters, [this] {
+        s, std::move(admin_token), http::api_dependencies{repo, dead_letters, outbox, [this] {
                                                             http::readiness_report r;
                                                             r.checks.emplace_back("database",
                                                                                   database_state);
@@ -66,6 +67,7 @@ struct server_fixture {
   persistence::connection_pool pool{db(), 4, persistence::pooled_statements()};
   persistence::order_repository repo{pool};
   persistence::dead_letter_admin dead_letters{pool};
+  persistence::outbox_admin outbox{pool};
   std::string database_state = "ok";
   std::unique_ptr<http::api_server> server;
   int port = 0;
@@ -330,10 +332,12 @@ TEST_CASE("a database that goes away turns intake into 503, not a hang or a cras
       persistence::order_repository::statements());
   persistence::order_repository repo(pool);
   persistence::dead_letter_admin dead_letters(pool);
+  persistence::outbox_admin outbox(pool);
   conf::server_settings s;
   s.port = 0;
   s.threads = 4;
-  http::api_server server(s, {}, {repo, dead_letters, [] { return http::readiness_report{}; }});
+  http::api_server server(s, {},
+                          {repo, dead_letters, outbox, [] { return http::readiness_report{}; }});
   auto port = server.bind();
   server.start();
   http_client client(port);
@@ -402,4 +406,43 @@ TEST_CASE_FIXTURE(admin_fixture, "with admin.token set, a redrive needs the bear
   CHECK(client->post(path, "").status == 401);
   CHECK(query_value(db(), "SELECT status FROM dead_letter_events") == "FAILED");
   CHECK(client->post(path, "", {{"Authorization", "Bearer s3cret"}}).status == 202);
+}
+
+TEST_CASE_FIXTURE(server_fixture, "GET /api/outbox/stats counts events, dead letters and orders") {
+  create();
+  create();
+  add_dead_letter(*this, "FAILED");
+  auto r = client->get("/api/outbox/stats");
+  CHECK(r.status == 200);
+  CHECK(r.num("/outbox/PENDING") == 3);
+  CHECK(r.num("/deadLetters/byStatus/FAILED") == 1);
+  CHECK(r.num("/deadLetters/byReason/MAX_RETRIES_EXCEEDED") == 1);
+  CHECK(r.num("/orders/PENDING") == 3);
+  REQUIRE(r.json["oldestDueAgeSeconds"].IsNumber());
+  CHECK(r.json["oldestDueAgeSeconds"].GetDouble() >= 0);
+}
+
+TEST_CASE_FIXTURE(
+    server_fixture,
+    "GET /api/outbox/events filters and pages, and shows one event with its attempts") {
+  auto first = create();
+  create();
+  force_status(first, "CONFIRMED");
+  CHECK(client->put("/api/orders/" + std::to_string(first) + "/status", R"({"status":"SHIPPED"})")
+            .status == 200);
+  auto all = client->get("/api/outbox/events?limit=2");
+  REQUIRE(all.json["events"].Size() == 2);
+  CHECK(all.num("/events/0/id") == 3);
+  CHECK(all.str("/nextCursor") == "2");
+  auto of_first = client->get("/api/outbox/events?aggregateId=" + std::to_string(first));
+  CHECK(of_first.json["events"].Size() == 2);
+  auto updates = client->get("/api/outbox/events?eventType=OrderStatusUpdated&status=PENDING");
+  REQUIRE(updates.json["events"].Size() == 1);
+  CHECK(updates.str("/events/0/idempotencyKey") == "order:1:OrderStatusUpdated:SHIPPED");
+  CHECK(client->get("/api/outbox/events?status=DONE").status == 422);
+  auto one = client->get("/api/outbox/events/1");
+  CHECK(one.status == 200);
+  CHECK(one.str("/event/eventType") == "OrderCreated");
+  CHECK(one.json["attempts"].IsArray());
+  CHECK(client->get("/api/outbox/events/99").status == 404);
 }

@@ -127,188 +127,188 @@ struct admin_fixture : sim_fixture {
 
 TEST_SUITE("simulator internals") {
 
-TEST_CASE("fault decisions follow the failure rate and are reproducible from the seed") {
-  auto settings = quiet_settings();
-  settings.seed = 1234;
-  settings.services["billing.charge"].failure_rate = 0.25;
-  settings.services["billing.charge"].late_rate = 0.5;
-  settings.services["billing.charge"].late_ms = 700;
-  http::fault_injector a(settings), b(settings);
-  constexpr int calls = 10000;
-  int failures = 0, late = 0;
-  for (int i = 0; i < calls; ++i) {
-    auto d = a.decide("billing.charge");
-    auto e = b.decide("billing.charge");
-    REQUIRE(d.fail == e.fail);
-    REQUIRE(d.late == e.late);
-    failures += d.fail;
-    if (d.late.count() > 0) {
-      ++late;
-      CHECK(d.late == 700ms);
-      CHECK_FALSE(d.fail);
-    }
-  }
-  double rate = static_cast<double>(failures) / calls;
-  double late_rate = static_cast<double>(late) / (calls - failures);
-  MESSAGE("failure rate 0.25 measured " << rate << ", late rate 0.5 measured " << late_rate);
-  CHECK(rate == doctest::Approx(0.25).epsilon(0.08)); // +-0.02
-  CHECK(late_rate == doctest::Approx(0.5).epsilon(0.05));
-}
-
-TEST_CASE("latency is drawn within [min, max] and reaches both ends") {
-  auto settings = quiet_settings();
-  settings.services["inventory.reserve"].latency_min_ms = 10;
-  settings.services["inventory.reserve"].latency_max_ms = 20;
-  http::fault_injector f(settings);
-  std::set<long> seen;
-  for (int i = 0; i < 2000; ++i) {
-    auto d = f.decide("inventory.reserve");
-    CHECK(d.latency >= 10ms);
-    CHECK(d.latency <= 20ms);
-    seen.insert(static_cast<long>(d.latency.count()));
-  }
-  CHECK(seen.size() == 11);
-  CHECK(f.decide("billing.charge").latency == 0ms);
-}
-
-TEST_CASE("failNext fails the next calls and counts down, whatever the rate") {
-  http::fault_injector f(quiet_settings());
-  rapidjson::Document patch;
-  patch.Parse(R"({"services": {"billing.refund": {"failNext": 2, "failureStatus": 500}}})");
-  REQUIRE(f.apply_patch(patch).empty());
-  auto first = f.decide("billing.refund");
-  CHECK(first.fail);
-  CHECK(first.status == 500);
-  CHECK(std::get<std::int64_t>(first.retry_after) == 5);
-  CHECK(f.knobs("billing.refund").fail_next == 1);
-  CHECK(f.decide("billing.refund").fail);
-  CHECK_FALSE(f.decide("billing.refund").fail);
-  CHECK(f.knobs("billing.refund").fail_next == 0);
-}
-
-TEST_CASE("a knob patch is all or nothing and reset restores the initial knobs and seed") {
-  http::fault_injector f(quiet_settings());
-  auto initial = f.config_json();
-  rapidjson::Document bad;
-  bad.Parse(R"({"seed": 9, "services": {"billing.charge": {"failureRate": 1},
-                "inventory.reserve": {"lateMs": -5}}})");
-  auto errors = f.apply_patch(bad);
-  REQUIRE(errors.size() == 1);
-  CHECK(errors[0] == "services.inventory.reserve.lateMs must be between 0 and 600000, got -5");
-  CHECK(f.config_json() == initial);
-  CHECK(f.seed() == 42);
-
-  rapidjson::Document good;
-  good.Parse(R"({"seed": 9, "services": {"billing.charge": {"failureRate": 1}}})");
-  CHECK(f.apply_patch(good).empty());
-  CHECK(f.seed() == 9);
-  CHECK(f.knobs("billing.charge").failure_rate == 1.0);
-  f.reset();
-  CHECK(f.config_json() == initial);
-}
-
-TEST_CASE("the Idempotency-Key store replays, refuses other requests and forgets failures") {
-  http::idempotency_store store;
-  auto first = store.begin("billing.charge", "k", 1);
-  REQUIRE(first.what == http::idempotency_claim::kind::owner);
-  store.complete("billing.charge", "k", first.token, {200, R"({"id":1})", {{"X-A", "b"}}});
-  auto again = store.begin("billing.charge", "k", 1);
-  CHECK(again.what == http::idempotency_claim::kind::replay);
-  CHECK(again.response.body == R"({"id":1})");
-  CHECK(again.response.headers.size() == 1);
-  CHECK(store.begin("billing.charge", "k", 2).what == http::idempotency_claim::kind::conflict);
-  CHECK(store.begin("billing.refund", "k", 2).what == http::idempotency_claim::kind::owner);
-
-  auto failing = store.begin("inventory.reserve", "f", 3);
-  store.abandon("inventory.reserve", "f", failing.token);
-  CHECK(store.begin("inventory.reserve", "f", 3).what == http::idempotency_claim::kind::owner);
-}
-
-TEST_CASE("a request waits for an in-flight one with the same key, then replays or takes over") {
-  http::idempotency_store store;
-  auto owner = store.begin("s", "k", 7);
-  std::atomic<int> replays{0}, owners{0};
-  std::vector<std::thread> waiters;
-  for (int i = 0; i < 4; ++i)
-    waiters.emplace_back([&] {
-      auto c = store.begin("s", "k", 7);
-      if (c.what == http::idempotency_claim::kind::replay)
-        ++replays;
-      else if (c.what == http::idempotency_claim::kind::owner) {
-        ++owners;
-        store.complete("s", "k", c.token, {200, "second", {}});
+  TEST_CASE("fault decisions follow the failure rate and are reproducible from the seed") {
+    auto settings = quiet_settings();
+    settings.seed = 1234;
+    settings.services["billing.charge"].failure_rate = 0.25;
+    settings.services["billing.charge"].late_rate = 0.5;
+    settings.services["billing.charge"].late_ms = 700;
+    http::fault_injector a(settings), b(settings);
+    constexpr int calls = 10000;
+    int failures = 0, late = 0;
+    for (int i = 0; i < calls; ++i) {
+      auto d = a.decide("billing.charge");
+      auto e = b.decide("billing.charge");
+      REQUIRE(d.fail == e.fail);
+      REQUIRE(d.late == e.late);
+      failures += d.fail;
+      if (d.late.count() > 0) {
+        ++late;
+        CHECK(d.late == 700ms);
+        CHECK_FALSE(d.fail);
       }
-    });
-  // The first owner fails: exactly one waiter takes over, the others replay its answer.
-  std::this_thread::sleep_for(50ms);
-  store.abandon("s", "k", owner.token);
-  for (auto& t : waiters)
-    t.join();
-  CHECK(owners == 1);
-  CHECK(replays == 3);
-}
-
-TEST_CASE("the Idempotency-Key store evicts the oldest keys beyond its bounds") {
-  http::idempotency_store by_count(3, std::size_t{1} << 20);
-  for (int i = 0; i < 5; ++i) {
-    auto c = by_count.begin("s", std::to_string(i), 1);
-    by_count.complete("s", std::to_string(i), c.token, {200, "x", {}});
+    }
+    double rate = static_cast<double>(failures) / calls;
+    double late_rate = static_cast<double>(late) / (calls - failures);
+    MESSAGE("failure rate 0.25 measured " << rate << ", late rate 0.5 measured " << late_rate);
+    CHECK(rate == doctest::Approx(0.25).epsilon(0.08)); // +-0.02
+    CHECK(late_rate == doctest::Approx(0.5).epsilon(0.05));
   }
-  CHECK(by_count.size() == 3);
-  CHECK(by_count.begin("s", "0", 1).what == http::idempotency_claim::kind::owner);
-  CHECK(by_count.begin("s", "4", 1).what == http::idempotency_claim::kind::replay);
 
-  http::idempotency_store by_bytes(1000, 2000);
-  for (int i = 0; i < 5; ++i) {
-    auto c = by_bytes.begin("s", std::to_string(i), 1);
-    by_bytes.complete("s", std::to_string(i), c.token, {200, std::string(500, 'x'), {}});
+  TEST_CASE("latency is drawn within [min, max] and reaches both ends") {
+    auto settings = quiet_settings();
+    settings.services["inventory.reserve"].latency_min_ms = 10;
+    settings.services["inventory.reserve"].latency_max_ms = 20;
+    http::fault_injector f(settings);
+    std::set<long> seen;
+    for (int i = 0; i < 2000; ++i) {
+      auto d = f.decide("inventory.reserve");
+      CHECK(d.latency >= 10ms);
+      CHECK(d.latency <= 20ms);
+      seen.insert(static_cast<long>(d.latency.count()));
+    }
+    CHECK(seen.size() == 11);
+    CHECK(f.decide("billing.charge").latency == 0ms);
   }
-  CHECK(by_bytes.bytes() <= 2000);
-  CHECK(by_bytes.size() == 3);
-  CHECK(by_bytes.begin("s", "1", 1).what == http::idempotency_claim::kind::owner);
 
-  auto stale = by_bytes.begin("s", "new", 1);
-  by_bytes.clear();
-  by_bytes.complete("s", "new", stale.token, {200, "late", {}});
-  CHECK(by_bytes.size() == 0);
-}
+  TEST_CASE("failNext fails the next calls and counts down, whatever the rate") {
+    http::fault_injector f(quiet_settings());
+    rapidjson::Document patch;
+    patch.Parse(R"({"services": {"billing.refund": {"failNext": 2, "failureStatus": 500}}})");
+    REQUIRE(f.apply_patch(patch).empty());
+    auto first = f.decide("billing.refund");
+    CHECK(first.fail);
+    CHECK(first.status == 500);
+    CHECK(std::get<std::int64_t>(first.retry_after) == 5);
+    CHECK(f.knobs("billing.refund").fail_next == 1);
+    CHECK(f.decide("billing.refund").fail);
+    CHECK_FALSE(f.decide("billing.refund").fail);
+    CHECK(f.knobs("billing.refund").fail_next == 0);
+  }
 
-TEST_CASE("ledger ids are unique even within one millisecond, and across resets") {
-  http::side_effect_ledger ledger;
-  std::set<std::string> ids;
-  for (int i = 0; i < 1000; ++i)
-    ids.insert(ledger.apply({"1", "inventory.reserve", "reservation", "RES", {}, {}}).id);
-  auto before = ledger.started_at_ms();
-  ledger.reset();
-  CHECK(ledger.started_at_ms() >= before);
-  CHECK(ledger.size() == 0);
-  for (int i = 0; i < 10; ++i)
-    ids.insert(ledger.apply({"1", "inventory.reserve", "reservation", "RES", {}, {}}).id);
-  CHECK(ids.size() == 1010);
-  CHECK(matches(*ids.begin(), R"(RES-1-\d{13}-\d+)"));
-}
+  TEST_CASE("a knob patch is all or nothing and reset restores the initial knobs and seed") {
+    http::fault_injector f(quiet_settings());
+    auto initial = f.config_json();
+    rapidjson::Document bad;
+    bad.Parse(R"({"seed": 9, "services": {"billing.charge": {"failureRate": 1},
+                "inventory.reserve": {"lateMs": -5}}})");
+    auto errors = f.apply_patch(bad);
+    REQUIRE(errors.size() == 1);
+    CHECK(errors[0] == "services.inventory.reserve.lateMs must be between 0 and 600000, got -5");
+    CHECK(f.config_json() == initial);
+    CHECK(f.seed() == 42);
 
-TEST_CASE("ledger reverts by id, by operation, and the newest active entry of an aggregate") {
-  http::side_effect_ledger ledger;
-  auto a = ledger.apply({"5", "billing.charge", "charge", "TXN", {}, {}});
-  auto b = ledger.apply({"5", "billing.charge", "charge", "TXN", {}, {}});
-  CHECK(ledger.revert("inventory.reserve", a.id).what == http::revert_result::kind::not_found);
-  CHECK(ledger.revert("billing.charge", "TXN-nope").what == http::revert_result::kind::not_found);
-  auto latest = ledger.revert_latest("billing.charge", "5");
-  CHECK(latest.what == http::revert_result::kind::reverted);
-  CHECK(latest.entry.id == b.id);
-  CHECK(ledger.revert_latest("billing.charge", "5").entry.id == a.id);
-  CHECK(ledger.revert_latest("billing.charge", "5").what == http::revert_result::kind::not_found);
-  auto again = ledger.revert("billing.charge", a.id);
-  CHECK(again.what == http::revert_result::kind::already_reverted);
-  CHECK(again.entry.revert_requests == 2);
-  CHECK(again.entry.reverted_seq == 4); // unchanged: the first revert's
-}
+    rapidjson::Document good;
+    good.Parse(R"({"seed": 9, "services": {"billing.charge": {"failureRate": 1}}})");
+    CHECK(f.apply_patch(good).empty());
+    CHECK(f.seed() == 9);
+    CHECK(f.knobs("billing.charge").failure_rate == 1.0);
+    f.reset();
+    CHECK(f.config_json() == initial);
+  }
 
-TEST_CASE("ISO times are UTC with milliseconds") {
-  CHECK(http::iso_time(1767323045678) == "2026-01-02T03:04:05.678Z");
-  CHECK(http::iso_time(0) == "1970-01-01T00:00:00.000Z");
-}
+  TEST_CASE("the Idempotency-Key store replays, refuses other requests and forgets failures") {
+    http::idempotency_store store;
+    auto first = store.begin("billing.charge", "k", 1);
+    REQUIRE(first.what == http::idempotency_claim::kind::owner);
+    store.complete("billing.charge", "k", first.token, {200, R"({"id":1})", {{"X-A", "b"}}});
+    auto again = store.begin("billing.charge", "k", 1);
+    CHECK(again.what == http::idempotency_claim::kind::replay);
+    CHECK(again.response.body == R"({"id":1})");
+    CHECK(again.response.headers.size() == 1);
+    CHECK(store.begin("billing.charge", "k", 2).what == http::idempotency_claim::kind::conflict);
+    CHECK(store.begin("billing.refund", "k", 2).what == http::idempotency_claim::kind::owner);
+
+    auto failing = store.begin("inventory.reserve", "f", 3);
+    store.abandon("inventory.reserve", "f", failing.token);
+    CHECK(store.begin("inventory.reserve", "f", 3).what == http::idempotency_claim::kind::owner);
+  }
+
+  TEST_CASE("a request waits for an in-flight one with the same key, then replays or takes over") {
+    http::idempotency_store store;
+    auto owner = store.begin("s", "k", 7);
+    std::atomic<int> replays{0}, owners{0};
+    std::vector<std::thread> waiters;
+    for (int i = 0; i < 4; ++i)
+      waiters.emplace_back([&] {
+        auto c = store.begin("s", "k", 7);
+        if (c.what == http::idempotency_claim::kind::replay)
+          ++replays;
+        else if (c.what == http::idempotency_claim::kind::owner) {
+          ++owners;
+          store.complete("s", "k", c.token, {200, "second", {}});
+        }
+      });
+    // The first owner fails: exactly one waiter takes over, the others replay its answer.
+    std::this_thread::sleep_for(50ms);
+    store.abandon("s", "k", owner.token);
+    for (auto& t : waiters)
+      t.join();
+    CHECK(owners == 1);
+    CHECK(replays == 3);
+  }
+
+  TEST_CASE("the Idempotency-Key store evicts the oldest keys beyond its bounds") {
+    http::idempotency_store by_count(3, std::size_t{1} << 20);
+    for (int i = 0; i < 5; ++i) {
+      auto c = by_count.begin("s", std::to_string(i), 1);
+      by_count.complete("s", std::to_string(i), c.token, {200, "x", {}});
+    }
+    CHECK(by_count.size() == 3);
+    CHECK(by_count.begin("s", "0", 1).what == http::idempotency_claim::kind::owner);
+    CHECK(by_count.begin("s", "4", 1).what == http::idempotency_claim::kind::replay);
+
+    http::idempotency_store by_bytes(1000, 2000);
+    for (int i = 0; i < 5; ++i) {
+      auto c = by_bytes.begin("s", std::to_string(i), 1);
+      by_bytes.complete("s", std::to_string(i), c.token, {200, std::string(500, 'x'), {}});
+    }
+    CHECK(by_bytes.bytes() <= 2000);
+    CHECK(by_bytes.size() == 3);
+    CHECK(by_bytes.begin("s", "1", 1).what == http::idempotency_claim::kind::owner);
+
+    auto stale = by_bytes.begin("s", "new", 1);
+    by_bytes.clear();
+    by_bytes.complete("s", "new", stale.token, {200, "late", {}});
+    CHECK(by_bytes.size() == 0);
+  }
+
+  TEST_CASE("ledger ids are unique even within one millisecond, and across resets") {
+    http::side_effect_ledger ledger;
+    std::set<std::string> ids;
+    for (int i = 0; i < 1000; ++i)
+      ids.insert(ledger.apply({"1", "inventory.reserve", "reservation", "RES", {}, {}}).id);
+    auto before = ledger.started_at_ms();
+    ledger.reset();
+    CHECK(ledger.started_at_ms() >= before);
+    CHECK(ledger.size() == 0);
+    for (int i = 0; i < 10; ++i)
+      ids.insert(ledger.apply({"1", "inventory.reserve", "reservation", "RES", {}, {}}).id);
+    CHECK(ids.size() == 1010);
+    CHECK(matches(*ids.begin(), R"(RES-1-\d{13}-\d+)"));
+  }
+
+  TEST_CASE("ledger reverts by id, by operation, and the newest active entry of an aggregate") {
+    http::side_effect_ledger ledger;
+    auto a = ledger.apply({"5", "billing.charge", "charge", "TXN", {}, {}});
+    auto b = ledger.apply({"5", "billing.charge", "charge", "TXN", {}, {}});
+    CHECK(ledger.revert("inventory.reserve", a.id).what == http::revert_result::kind::not_found);
+    CHECK(ledger.revert("billing.charge", "TXN-nope").what == http::revert_result::kind::not_found);
+    auto latest = ledger.revert_latest("billing.charge", "5");
+    CHECK(latest.what == http::revert_result::kind::reverted);
+    CHECK(latest.entry.id == b.id);
+    CHECK(ledger.revert_latest("billing.charge", "5").entry.id == a.id);
+    CHECK(ledger.revert_latest("billing.charge", "5").what == http::revert_result::kind::not_found);
+    auto again = ledger.revert("billing.charge", a.id);
+    CHECK(again.what == http::revert_result::kind::already_reverted);
+    CHECK(again.entry.revert_requests == 2);
+    CHECK(again.entry.reverted_seq == 4); // unchanged: the first revert's
+  }
+
+  TEST_CASE("ISO times are UTC with milliseconds") {
+    CHECK(http::iso_time(1767323045678) == "2026-01-02T03:04:05.678Z");
+    CHECK(http::iso_time(0) == "1970-01-01T00:00:00.000Z");
+  }
 
 } // TEST_SUITE
 
@@ -371,7 +371,8 @@ TEST_CASE_FIXTURE(sim_fixture, "fraud check scores 25 for an even aggregate id a
   CHECK(sure.str("/checks/velocityCheck") == "passed");
 }
 
-TEST_CASE_FIXTURE(sim_fixture, "domestic and international shipping answer the reference's shipment") {
+TEST_CASE_FIXTURE(sim_fixture,
+                  "domestic and international shipping answer the reference's shipment") {
   auto dom = client->post("/api/domestic-shipping",
                           R"({"orderId": 7, "customerId": "C-7", "address": {"city": "Osaka"},
                               "shippingType": "domestic", "totalAmount": 5})",
@@ -438,9 +439,9 @@ TEST_CASE_FIXTURE(sim_fixture, "billing and high-value processing answer the ref
 }
 
 TEST_CASE_FIXTURE(sim_fixture, "the three notifications answer the reference's bodies") {
-  auto shipped = client->post("/api/notifications/shipping-confirmation",
-                              R"({"orderId": 42, "oldStatus": "CONFIRMED", "newStatus": "SHIPPED"})",
-                              aggregate("42"));
+  auto shipped = client->post(
+      "/api/notifications/shipping-confirmation",
+      R"({"orderId": 42, "oldStatus": "CONFIRMED", "newStatus": "SHIPPED"})", aggregate("42"));
   CHECK(shipped.status == 200);
   CHECK(shipped.str("/status") == "sent");
   CHECK(shipped.str("/notificationType") == "shipping_confirmation");
@@ -453,9 +454,9 @@ TEST_CASE_FIXTURE(sim_fixture, "the three notifications answer the reference's b
   CHECK(delivered.str("/notificationType") == "review_request");
   CHECK(delivered.str("/message") == "Review request sent for order 42");
 
-  auto update = client->post("/api/notifications/status-update",
-                             R"({"orderId": 9, "oldStatus": "PENDING", "newStatus": "X"})",
-                             aggregate("9"));
+  auto update =
+      client->post("/api/notifications/status-update",
+                   R"({"orderId": 9, "oldStatus": "PENDING", "newStatus": "X"})", aggregate("9"));
   CHECK(update.status == 200);
   CHECK(update.str("/status") == "recorded");
   CHECK(update.str("/message") == "Status update recorded for order 9");
@@ -469,7 +470,8 @@ TEST_CASE_FIXTURE(sim_fixture, "the three notifications answer the reference's b
   CHECK(size_of(l, "/duplicates") == 0);
 }
 
-TEST_CASE_FIXTURE(sim_fixture, "every revert endpoint answers the reference's body for an issued id") {
+TEST_CASE_FIXTURE(sim_fixture,
+                  "every revert endpoint answers the reference's body for an issued id") {
   auto res = client->post("/api/inventory/reserve", "{}", aggregate("42")).str("/reservationId");
   auto released = client->del("/api/inventory/" + res + "/release", revert_aggregate("42"));
   CHECK(released.status == 200);
@@ -508,9 +510,9 @@ TEST_CASE_FIXTURE(sim_fixture, "every revert endpoint answers the reference's bo
   }
 
   auto hv = client->post("/api/high-value-processing", "{}", aggregate("43")).str("/processingId");
-  auto hv_cancelled = client->post("/api/high-value-processing/" + hv + "/cancel",
-                                   R"({"amount": 10, "currency": "USD", "reason": "r"})",
-                                   revert_aggregate("43"));
+  auto hv_cancelled =
+      client->post("/api/high-value-processing/" + hv + "/cancel",
+                   R"({"amount": 10, "currency": "USD", "reason": "r"})", revert_aggregate("43"));
   CHECK(hv_cancelled.status == 200);
   CHECK(hv_cancelled.str("/status") == "cancelled");
   CHECK(hv_cancelled.str("/message") == "High-value processing cancelled successfully");
@@ -522,7 +524,8 @@ TEST_CASE_FIXTURE(sim_fixture, "every revert endpoint answers the reference's bo
     CHECK(at(l.json, "/entries")->GetArray()[i]["state"] == "reverted");
 }
 
-TEST_CASE_FIXTURE(sim_fixture, "the /fail siblings answer the reference's failures and apply nothing") {
+TEST_CASE_FIXTURE(sim_fixture,
+                  "the /fail siblings answer the reference's failures and apply nothing") {
   struct fail_case {
     const char* method;
     const char* path;
@@ -580,8 +583,9 @@ TEST_CASE_FIXTURE(sim_fixture, "the /succeed siblings apply and record, ignoring
   CHECK(client->post("/api/international-shipping/succeed", "{}", aggregate("5")).status == 200);
   CHECK(client->post("/api/billing/succeed", "{}", aggregate("5")).status == 200);
   CHECK(client->post("/api/high-value-processing/succeed", "{}", aggregate("5")).status == 200);
-  CHECK(client->post("/api/notifications/status-update/succeed",
-                     R"({"orderId": 5, "oldStatus": "A", "newStatus": "B"})", aggregate("5"))
+  CHECK(client
+            ->post("/api/notifications/status-update/succeed",
+                   R"({"orderId": 5, "oldStatus": "A", "newStatus": "B"})", aggregate("5"))
             .status == 200);
   CHECK(ledger_size("?aggregateId=5") == 7);
 
@@ -624,12 +628,11 @@ TEST_CASE_FIXTURE(sim_fixture, "an injected failure carries the service's body, 
        "shipping_service_unavailable"},
       {"shipping.domestic.cancel", "POST", "/api/domestic-shipping/SHIP-DOM-9/cancel", 503, "2",
        "/shipmentId", "SHIP-DOM-9"},
-      {"shipping.international.create", "POST", "/api/international-shipping", 503, "3",
-       "/error", "international_shipping_unavailable"},
-      {"shipping.international.cancel", "POST", "/api/international-shipping/S/cancel", 503,
-       "3", "/message", "Simulated retryable error for testing DLQ retry"},
-      {"billing.charge", "POST", "/api/billing", 503, "5", "/error",
-       "payment_gateway_unavailable"},
+      {"shipping.international.create", "POST", "/api/international-shipping", 503, "3", "/error",
+       "international_shipping_unavailable"},
+      {"shipping.international.cancel", "POST", "/api/international-shipping/S/cancel", 503, "3",
+       "/message", "Simulated retryable error for testing DLQ retry"},
+      {"billing.charge", "POST", "/api/billing", 503, "5", "/error", "payment_gateway_unavailable"},
       {"billing.refund", "POST", "/api/billing/TXN-1/refund", 503, "5", "/error",
        "refund_service_unavailable"},
       {"highValue.process", "POST", "/api/high-value-processing", 503, "5", "/error",
@@ -676,7 +679,8 @@ TEST_CASE_FIXTURE(sim_fixture, "Retry-After is sent as seconds, as an HTTP-date,
   CHECK(client->post("/api/fraud/check", "{}").num("/retryAfter") == 3);
 }
 
-TEST_CASE_FIXTURE(sim_fixture, "bad requests get a 4xx JSON error, never a 500, and apply nothing") {
+TEST_CASE_FIXTURE(sim_fixture,
+                  "bad requests get a 4xx JSON error, never a 500, and apply nothing") {
   struct bad_case {
     const char* method;
     const char* path;
@@ -721,8 +725,8 @@ TEST_CASE_FIXTURE(sim_fixture, "bad requests get a 4xx JSON error, never a 500, 
        "application/json", 422, "oldStatus is required"},
       {"POST", "/api/notifications/review-request", R"({"orderId": 1.5, "newStatus": "X"})",
        "application/json", 422, "orderId must be an integer"},
-      {"POST", "/api/notifications/review-request/succeed", R"({"orderId": 1})",
-       "application/json", 422, "newStatus is required"},
+      {"POST", "/api/notifications/review-request/succeed", R"({"orderId": 1})", "application/json",
+       422, "newStatus is required"},
       {"PUT", "/api/simulator/config", "nope", "application/json", 400, "not valid JSON"},
       {"GET", "/api/simulator/nothing", "", "", 404, "no route"},
       {"DELETE", "/api/inventory/a/b/release", "", "", 404, "no route"},
@@ -795,15 +799,17 @@ TEST_CASE_FIXTURE(sim_fixture, "latency delays the answer, fixed or drawn from a
   CHECK(std::chrono::steady_clock::now() - t0 < 1s);
 }
 
-TEST_CASE_FIXTURE(sim_fixture, "a late answer applies at once, answers after the caller gave up, and "
-                               "a retry with the same key replays") {
+TEST_CASE_FIXTURE(sim_fixture,
+                  "a late answer applies at once, answers after the caller gave up, and "
+                  "a retry with the same key replays") {
   configure(R"({"services": {"billing.charge": {"lateRate": 1, "lateMs": 1500}}})");
   httplib::Client impatient("127.0.0.1", port);
   impatient.set_tcp_nodelay(true);
   impatient.set_read_timeout(std::chrono::milliseconds(300));
   auto start = std::chrono::steady_clock::now();
-  auto lost = impatient.Post("/api/billing", {{"Idempotency-Key", "late-1"}, {"X-Aggregate-Id", "4"}},
-                             R"({"amount": 10})", "application/json");
+  auto lost =
+      impatient.Post("/api/billing", {{"Idempotency-Key", "late-1"}, {"X-Aggregate-Id", "4"}},
+                     R"({"amount": 10})", "application/json");
   CHECK_FALSE(lost);
   CHECK(lost.error() == httplib::Error::Read);
   CHECK(std::chrono::steady_clock::now() - start < 1400ms);
@@ -930,7 +936,8 @@ TEST_CASE_FIXTURE(sim_fixture, "reset restores knobs and seed and empties the le
   CHECK(ledger_size() == 1);
 }
 
-TEST_CASE_FIXTURE(admin_fixture, "config changes and reset need the admin token; reading does not") {
+TEST_CASE_FIXTURE(admin_fixture,
+                  "config changes and reset need the admin token; reading does not") {
   const headers bearer{{"Authorization", "Bearer s3cret"}};
   const char* change = R"({"services": {"billing.charge": {"failureRate": 1}}})";
   auto anonymous = client->put("/api/simulator/config", change);
@@ -989,11 +996,11 @@ TEST_CASE_FIXTURE(sim_fixture, "a key reused for a different request is 422; key
   CHECK(other.status == 422);
   CHECK(other.str("/error/code") == "idempotency_key_reused");
   CHECK(other.str("/error/message").find("k-1") != std::string::npos);
-  CHECK(client->post("/api/fraud/check", R"({"amount": 11})", aggregate("3", "k-1")).status ==
-        200);
+  CHECK(client->post("/api/fraud/check", R"({"amount": 11})", aggregate("3", "k-1")).status == 200);
   auto txn = first.str("/transaction/id");
-  CHECK(client->post("/api/billing/" + txn + "/refund", "{}", revert_aggregate("3", "r-1")).status ==
-        200);
+  CHECK(
+      client->post("/api/billing/" + txn + "/refund", "{}", revert_aggregate("3", "r-1")).status ==
+      200);
   CHECK(client->post("/api/billing/TXN-other/refund", "{}", revert_aggregate("3", "r-1")).status ==
         422);
   CHECK(ledger_size() == 2);
@@ -1099,8 +1106,9 @@ TEST_CASE_FIXTURE(sim_fixture, "the ledger filters by aggregate and lists duplic
   CHECK(sim.ledger_json(std::string("6")) == six.body);
 }
 
-TEST_CASE_FIXTURE(sim_fixture, "many concurrent callers: every apply is recorded once with a unique "
-                               "id") {
+TEST_CASE_FIXTURE(sim_fixture,
+                  "many concurrent callers: every apply is recorded once with a unique "
+                  "id") {
   constexpr int threads = 8;
   constexpr int calls = 150;
   std::atomic<int> applied{0}, replayed{0}, other{0};
@@ -1115,8 +1123,8 @@ TEST_CASE_FIXTURE(sim_fixture, "many concurrent callers: every apply is recorded
           r = own.post("/api/fraud/check", "{}", aggregate(agg));
         else if (i % 10 == 1) // a key this thread also uses for reservations: keys are per
                               // operation, so the charge applies
-          r = own.post("/api/billing", "{}", aggregate(agg, "key-" + std::to_string(t) + "-" +
-                                                                 std::to_string(i - 1)));
+          r = own.post("/api/billing", "{}",
+                       aggregate(agg, "key-" + std::to_string(t) + "-" + std::to_string(i - 1)));
         else
           r = own.post("/api/inventory/reserve", "{}",
                        aggregate(agg, "key-" + std::to_string(t) + "-" + std::to_string(i % 50)));

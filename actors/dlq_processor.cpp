@@ -5,6 +5,7 @@
 #include "actors/worker_connection.hpp"
 #include "actors/workers.hpp"
 #include "log/log.hpp"
+#include "metrics/metrics.hpp"
 #include "persistence/dlq_repository.hpp"
 
 #include <caf/all.hpp>
@@ -72,10 +73,12 @@ void compensate(dlq_actor* self, const persistence::claimed_dead_letter& d) {
     st.dlq->release(d);
     return;
   case compensation_result::kind::done:
-    if (st.dlq->resolve(d, outcome, d.last_error))
+    if (st.dlq->resolve(d, outcome, d.last_error)) {
+      metrics::global().compensations.inc({{"kind", "dead_letter"}, {"outcome", "reverted"}});
       log::info(st.tag, "dead letter {} compensated ({} revert(s)); {} {} {}", d.id, r.reverted,
                 d.aggregate_type, d.aggregate_id,
                 cancellation ? "cancelled" : "failed: " + d.last_error);
+    }
     return;
   case compensation_result::kind::retryable:
     if (attempt <= s.dlq.max_retries) {
@@ -89,11 +92,13 @@ void compensate(dlq_actor* self, const persistence::claimed_dead_letter& d) {
   case compensation_result::kind::non_retryable:
     break;
   }
-  if (st.dlq->fail(d, r.error))
+  if (st.dlq->fail(d, r.error)) {
+    metrics::global().compensations.inc({{"kind", "dead_letter"}, {"outcome", "failed"}});
     log::error(st.tag,
                "order needs attention: compensation of dead letter {} ({} {} {}) failed "
                "after {} attempt(s): {}",
                d.id, d.event_type, d.aggregate_type, d.aggregate_id, attempt, r.error);
+  }
 }
 
 void claim(dlq_actor* self) {

@@ -5,6 +5,7 @@
 #include "domain/delivery.hpp"
 #include "domain/revert.hpp"
 #include "log/log.hpp"
+#include "metrics/metrics.hpp"
 
 #include <algorithm>
 #include <list>
@@ -54,6 +55,17 @@ bool sends_body(const std::string& method) {
   return method == "POST" || method == "PUT" || method == "PATCH";
 }
 
+metrics::registry& m() {
+  return metrics::global();
+}
+
+/// Counts one recorded attempt, and its latency when a call was made.
+void observe_call(const persistence::attempt_row& row) {
+  m().calls.inc({{"destination", row.destination}, {"outcome", row.outcome}});
+  if (row.duration_ms)
+    m().call_seconds.observe({{"destination", row.destination}}, *row.duration_ms / 1000.0);
+}
+
 std::int64_t now_unix_ms() {
   return std::chrono::duration_cast<milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -99,6 +111,11 @@ milliseconds event_runner::retry_delay(int retry, const std::optional<millisecon
                                        const conf::backoff_settings& backoff) {
   std::uniform_real_distribution<double> jitter(0.0, 1.0);
   return domain::retry_delay(retry, retry_after, backoff.base, backoff.max, jitter(rng_));
+}
+
+void event_runner::record(const persistence::attempt_row& row) {
+  repo_.record_attempt(row);
+  observe_call(row);
 }
 
 void event_runner::run(const persistence::claimed_event& e) {
@@ -187,7 +204,7 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
     if (choice.what != domain::route_choice::kind::call) {
       row.outcome = choice.what == domain::route_choice::kind::skip ? "skipped" : "non_retryable";
       row.error_message = choice.reason;
-      repo_.record_attempt(row);
+      record(row);
       log::info(name_, "event {} {} {} {}: {} {}", e.id, e.event_type, e.aggregate_type,
                 e.aggregate_id, row.outcome == "skipped" ? "skipped" : "failed", choice.reason);
       if (choice.what == domain::route_choice::kind::fail) {
@@ -201,7 +218,7 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
       row.endpoint_url = choice.chosen->url;
       row.outcome = "non_retryable";
       row.error_message = url.err().message;
-      repo_.record_attempt(row);
+      record(row);
       failed = failure{domain::call_outcome::non_retryable, url.err().message, {}};
       failed_destination = name;
       break;
@@ -227,7 +244,7 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
     auto outcome = result.status ? domain::classify(dest.method, result.status)
                                  : domain::call_outcome::retryable;
     fill_response(row, result, outcome);
-    repo_.record_attempt(row);
+    record(row);
     log::info(name_, "event {} {} {} {} → {} {} {} {} {}ms attempt {}", e.id, e.event_type,
               e.aggregate_type, e.aggregate_id, name, dest.method, row.endpoint_url,
               result.status ? std::to_string(*result.status) : result.error,
@@ -241,37 +258,51 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
     failed_destination = name;
   }
 
+  const metrics::labels type{{"event_type", e.event_type}};
   if (!failed) {
-    if (repo_.complete(e, domain::engine_outcome::fanout_succeeded))
+    if (repo_.complete(e, domain::engine_outcome::fanout_succeeded)) {
+      m().events_processed.inc(type);
       log::info(name_, "event {} {} {} {} processed after {} attempt(s)", e.id, e.event_type,
                 e.aggregate_type, e.aggregate_id, attempt);
-    else
-      log::warn(name_, "event {} {}: lease lost; result dropped", e.id, e.event_type);
+    } else {
+      lease_lost(e, "result");
+    }
     return;
   }
   auto error = failed_destination + ": " + failed->error;
   if (failed->outcome == domain::call_outcome::retryable && attempt <= s.outbox.max_retries) {
     auto delay = retry_delay(attempt, failed->retry_after, s.outbox.backoff);
-    if (repo_.retry(e, delay, error))
+    if (repo_.retry(e, delay, error)) {
+      m().events_retried.inc(type);
       log::info(name_, "event {} {} {} {}: retry {} of {} in {}ms ({}{})", e.id, e.event_type,
                 e.aggregate_type, e.aggregate_id, attempt, s.outbox.max_retries, delay.count(),
                 error, failed->retry_after ? ", Retry-After" : "");
-    else
-      log::warn(name_, "event {} {}: lease lost; retry dropped", e.id, e.event_type);
+    } else {
+      lease_lost(e, "retry");
+    }
     return;
   }
   auto reason = failed->outcome == domain::call_outcome::retryable ? "MAX_RETRIES_EXCEEDED"
                                                                    : "NON_RETRYABLE_ERROR";
-  if (repo_.dead_letter(e, reason, error))
+  if (repo_.dead_letter(e, reason, error)) {
+    m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", reason}});
     log::warn(name_, "event {} {} {} {} dead-lettered ({}): {}", e.id, e.event_type,
               e.aggregate_type, e.aggregate_id, reason, error);
-  else
-    log::warn(name_, "event {} {}: lease lost; dead-letter dropped", e.id, e.event_type);
+  } else {
+    lease_lost(e, "dead letter");
+  }
+}
+
+void event_runner::lease_lost(const persistence::claimed_event& e, const char* what) {
+  m().leases_lost.inc();
+  log::warn(name_, "event {} {}: lease lost; {} dropped (another worker owns it now)", e.id,
+            e.event_type, what);
 }
 
 void event_runner::run_cancellation(const persistence::claimed_event& e) {
   const auto& s = ctx_.settings;
   const int attempt = e.attempts + 1;
+  const metrics::labels type{{"event_type", e.event_type}};
   auto original_type = e.event_type.substr(1);
   auto original = repo_.latest_event_id(e.aggregate_type, e.aggregate_id, original_type);
   compensation_result result;
@@ -282,24 +313,32 @@ void event_runner::run_cancellation(const persistence::claimed_event& e) {
     return;
   }
   if (result.what == compensation_result::kind::done) {
-    if (repo_.complete(e, domain::engine_outcome::cancellation_compensated))
-      log::info(name_, "event {} {} {} {}: cancellation complete, {} step(s) reverted", e.id,
-                e.event_type, e.aggregate_type, e.aggregate_id, result.reverted);
+    if (!repo_.complete(e, domain::engine_outcome::cancellation_compensated))
+      return lease_lost(e, "cancellation result");
+    m().events_processed.inc(type);
+    m().compensations.inc({{"kind", "cancellation"}, {"outcome", "reverted"}});
+    log::info(name_, "event {} {} {} {}: cancellation complete, {} step(s) reverted", e.id,
+              e.event_type, e.aggregate_type, e.aggregate_id, result.reverted);
     return;
   }
   if (result.what == compensation_result::kind::retryable && attempt <= s.outbox.max_retries) {
     auto delay = retry_delay(attempt, result.retry_after, s.outbox.backoff);
-    if (repo_.retry(e, delay, result.error))
-      log::info(name_, "event {} {} {} {}: retry {} of {} in {}ms ({})", e.id, e.event_type,
-                e.aggregate_type, e.aggregate_id, attempt, s.outbox.max_retries, delay.count(),
-                result.error);
+    if (!repo_.retry(e, delay, result.error))
+      return lease_lost(e, "retry");
+    m().events_retried.inc(type);
+    log::info(name_, "event {} {} {} {}: retry {} of {} in {}ms ({})", e.id, e.event_type,
+              e.aggregate_type, e.aggregate_id, attempt, s.outbox.max_retries, delay.count(),
+              result.error);
     return;
   }
   // A cancellation that cannot finish is never compensated again: it waits for an operator.
-  if (repo_.dead_letter(e, "CANCELLATION_FAILED", result.error, "FAILED",
-                        domain::engine_outcome::compensation_failed))
-    log::error(name_, "order needs attention: event {} {} {} {} failed: {}", e.id, e.event_type,
-               e.aggregate_type, e.aggregate_id, result.error);
+  if (!repo_.dead_letter(e, "CANCELLATION_FAILED", result.error, "FAILED",
+                         domain::engine_outcome::compensation_failed))
+    return lease_lost(e, "dead letter");
+  m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", "CANCELLATION_FAILED"}});
+  m().compensations.inc({{"kind", "cancellation"}, {"outcome", "failed"}});
+  log::error(name_, "order needs attention: event {} {} {} {} failed: {}", e.id, e.event_type,
+             e.aggregate_type, e.aggregate_id, result.error);
 }
 
 compensation_result event_runner::compensate(std::int64_t original_event_id,
@@ -345,7 +384,7 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
       row.http_method = "-";
       row.outcome = "non_retryable";
       row.error_message = "cannot tell which configured route called " + step.endpoint_url;
-      repo_.record_attempt(row);
+      record(row);
       return fail(domain::call_outcome::non_retryable, *row.error_message);
     }
     if (!route->revert) {
@@ -353,7 +392,7 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
       row.http_method = "-";
       row.outcome = "skipped";
       row.error_message = "read-only step: no revert configured";
-      repo_.record_attempt(row);
+      record(row);
       log::info(name_, "event {} {}: {} is read-only, nothing to revert", original_event_id,
                 aggregate_id, step.destination);
       continue;
@@ -365,7 +404,7 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
       row.endpoint_url = route->revert->url;
       row.outcome = "non_retryable";
       row.error_message = "revert cannot be built: " + call.err().message;
-      repo_.record_attempt(row);
+      record(row);
       return fail(domain::call_outcome::non_retryable, *row.error_message);
     }
     row.endpoint_url = call.value().url;
@@ -389,7 +428,7 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
     auto outcome = result.status ? domain::classify(req.method, result.status)
                                  : domain::call_outcome::retryable;
     fill_response(row, result, outcome);
-    repo_.record_attempt(row);
+    record(row);
     log::info(name_, "event {} {} revert {} {} {} {} {}ms attempt {}", original_event_id,
               aggregate_id, step.destination, req.method, req.url,
               result.status ? std::to_string(*result.status) : result.error,

@@ -43,6 +43,9 @@ public:
                                         const conf::backoff_settings& backoff);
 
 private:
+  /// Appends an attempt row and counts it in the metrics.
+  void record(const persistence::attempt_row& row);
+  void lease_lost(const persistence::claimed_event& e, const char* what);
   void run_fanout(const persistence::claimed_event& e);
   void run_cancellation(const persistence::claimed_event& e);
 

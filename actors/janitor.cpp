@@ -3,6 +3,7 @@
 #include "actors/worker_connection.hpp"
 #include "actors/workers.hpp"
 #include "log/log.hpp"
+#include "metrics/metrics.hpp"
 #include "persistence/dlq_repository.hpp"
 
 #include <caf/all.hpp>
@@ -66,6 +67,9 @@ caf::behavior janitor_actor(janitor* self, context_ptr ctx) {
         guarded(self, [&] {
           auto outbox = self->state.outbox->reap_expired(s.outbox.max_retries);
           auto dlq = self->state.dlq->reap_expired(s.dlq.max_retries);
+          metrics::global().lease_expiries.inc({{"table", "outbox_events"}},
+                                               outbox.returned + outbox.dead_lettered);
+          metrics::global().lease_expiries.inc({{"table", "dead_letter_events"}}, dlq);
           if (outbox.returned + outbox.dead_lettered + dlq > 0)
             log::warn(tag,
                       "expired leases reclaimed: {} event(s) back to PENDING, {} dead-lettered, "

@@ -5,6 +5,7 @@
 #include "actors/worker_connection.hpp"
 #include "actors/workers.hpp"
 #include "log/log.hpp"
+#include "metrics/metrics.hpp"
 
 #include <caf/all.hpp>
 #include <deque>
@@ -78,6 +79,8 @@ void claim(processor* self) {
       return;
     }
     log::debug(st.tag, "claimed {} event(s), first {}", claimed.size(), claimed.front().id);
+    for (const auto& e : claimed)
+      metrics::global().events_claimed.inc({{"event_type", e.event_type}});
     st.batch.assign(claimed.begin(), claimed.end());
     self->send(self, process_atom::value);
   } catch (const std::exception& e) {

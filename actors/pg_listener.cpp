@@ -4,6 +4,7 @@
 // while it was down are gone.
 #include "actors/workers.hpp"
 #include "log/log.hpp"
+#include "metrics/metrics.hpp"
 
 #include <caf/all.hpp>
 #include <pqxx/pqxx>
@@ -65,6 +66,8 @@ void connect(listener* self) {
   st.backoff = milliseconds(250);
   st.reported = false;
   st.last_check = std::chrono::steady_clock::now();
+  if (st.connects > 0)
+    metrics::global().listener_reconnects.inc();
   log::info(tag, "{} on outbox_events_channel and dlq_events_channel",
             st.connects++ == 0 ? "listening" : "reconnected; listening");
   self->send(st.supervisor, sweep_atom::value);

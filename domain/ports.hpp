@@ -117,6 +117,9 @@ class outbox_inspection {
 public:
   virtual ~outbox_inspection() = default;
   virtual outbox_stats stats() = 0;
+  /// The same without PROCESSED events and with only ATTENTION orders: cheap however large the
+  /// history grows (what every /metrics scrape reads).
+  virtual outbox_stats gauges() = 0;
   /// Newest first.
   virtual std::vector<event_record> events(const event_filter& filter) = 0;
   /// One event with its attempts (forward and revert), oldest first.

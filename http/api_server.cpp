@@ -6,6 +6,7 @@
 #include "http/errors.hpp"
 #include "http/json.hpp"
 #include "log/log.hpp"
+#include "metrics/metrics.hpp"
 
 #include <atomic>
 #include <charconv>
@@ -26,6 +27,47 @@ constexpr int listen_backlog = 1024;
 
 // Each request runs start to finish on one pool thread, so per-request context lives here.
 thread_local std::chrono::steady_clock::time_point request_started;
+
+/// The route of a request for metrics: segments holding a digit (ids) become {id}, so the label
+/// set stays small; requests no route matched share one label.
+std::string route_label(const httplib::Request& req, int status) {
+  if (status == 404 && req.matches.empty())
+    return "unmatched";
+  std::string out;
+  std::size_t start = 1;
+  while (start <= req.path.size()) {
+    auto end = req.path.find('/', start);
+    if (end == std::string::npos)
+      end = req.path.size();
+    auto segment = req.path.substr(start, end - start);
+    out += '/';
+    out += segment.find_first_of("0123456789") == std::string::npos ? segment : "{id}";
+    start = end + 1;
+  }
+  return out;
+}
+
+void add_gauges(std::string& out, const domain::outbox_stats& g) {
+  auto by = [](const char* label, const std::map<std::string, long long>& m) {
+    std::vector<std::pair<metrics::labels, double>> v;
+    for (const auto& [k, n] : m)
+      v.push_back({{{label, k}}, static_cast<double>(n)});
+    return v;
+  };
+  metrics::render_gauge(out, "outboxd_outbox_events", "Outbox events not yet processed, by status.",
+                        by("status", g.events));
+  metrics::render_gauge(out, "outboxd_dead_letters", "Dead letters, by status.",
+                        by("status", g.dead_letters_by_status));
+  metrics::render_gauge(out, "outboxd_dead_letters_by_reason", "Dead letters, by reason.",
+                        by("reason", g.dead_letters_by_reason));
+  auto attention = g.orders.count("ATTENTION") ? g.orders.at("ATTENTION") : 0;
+  metrics::render_gauge(out, "outboxd_orders_attention",
+                        "Orders whose compensation failed and that wait for an operator.",
+                        {{{}, static_cast<double>(attention)}});
+  metrics::render_gauge(out, "outboxd_oldest_due_event_age_seconds",
+                        "Age of the oldest event that is due and not claimed (lag).",
+                        {{{}, g.oldest_due_age_seconds.value_or(0)}});
+}
 
 std::string next_request_id() {
   static const std::uint32_t prefix = std::random_device{}();
@@ -191,6 +233,9 @@ api_server::api_server(const conf::server_settings& settings, std::string admin_
     auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                   std::chrono::steady_clock::now() - request_started)
                   .count();
+    metrics::global().http_requests.inc({{"method", req.method},
+                                         {"route", route_label(req, res.status)},
+                                         {"status", std::to_string(res.status)}});
     auto level = req.method == "GET" && res.status < 500 ? log::level::debug : log::level::info;
     if (log::enabled(level))
       log::write(level, "http",
@@ -331,6 +376,18 @@ void api_server::install_routes() {
     if (outcome.what == domain::command_outcome::kind::applied)
       log::info("http", "order {} is CANCELLING ({}), event !OrderCreated queued", id, reason);
     reply(res, 202, order_json(*outcome.value));
+  });
+
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    // Database gauges are best effort: a scrape during an outage still returns the counters.
+    auto text = metrics::global().render([this](std::string& out) {
+      try {
+        add_gauges(out, deps_.outbox.gauges());
+      } catch (const domain::store_unavailable& e) {
+        log::warn("http", "metrics without database gauges: {}", e.what());
+      }
+    });
+    res.set_content(text, "text/plain; version=0.0.4");
   });
 
   s.Get("/api/outbox/stats", [this](const httplib::Request&, httplib::Response& res) {

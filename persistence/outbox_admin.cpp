@@ -15,6 +15,13 @@ UNION ALL SELECT 'dlq_status', status, count(*) FROM dead_letter_events GROUP BY
 UNION ALL SELECT 'dlq_reason', reason, count(*) FROM dead_letter_events GROUP BY reason
 UNION ALL SELECT 'orders', order_status, count(*) FROM orders WHERE NOT deleted GROUP BY order_status)sql";
 
+constexpr const char* gauges_sql = R"sql(
+SELECT 'events', status, count(*) FROM outbox_events WHERE status <> 'PROCESSED' GROUP BY status
+UNION ALL SELECT 'dlq_status', status, count(*) FROM dead_letter_events GROUP BY status
+UNION ALL SELECT 'dlq_reason', reason, count(*) FROM dead_letter_events GROUP BY reason
+UNION ALL SELECT 'orders', 'ATTENTION', count(*) FROM orders
+           WHERE order_status = 'ATTENTION' AND NOT deleted)sql";
+
 constexpr const char* lag_sql = R"sql(
 SELECT extract(epoch FROM now() - min(coalesce(next_retry_at, created_at)))::float8
   FROM outbox_events
@@ -32,28 +39,36 @@ const std::string event_attempts_sql =
 } // namespace
 
 std::vector<statement> outbox_admin::statements() {
-  return {{"outbox_admin_counts", counts_sql},
-          {"outbox_admin_lag", lag_sql},
-          {"outbox_admin_events", events_sql},
-          {"outbox_admin_event", event_sql},
-          {"outbox_admin_event_attempts", event_attempts_sql}};
+  return {{"outbox_admin_counts", counts_sql}, {"outbox_admin_gauges", gauges_sql},
+          {"outbox_admin_lag", lag_sql},       {"outbox_admin_events", events_sql},
+          {"outbox_admin_event", event_sql},   {"outbox_admin_event_attempts", event_attempts_sql}};
 }
 
+namespace {
+
+domain::outbox_stats read_stats(pqxx::connection& c, const char* counts_statement) {
+  pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(c);
+  domain::outbox_stats s;
+  for (const auto& r : tx.exec_prepared(counts_statement)) {
+    auto group = r[0].as<std::string>();
+    auto& target = group == "events"       ? s.events
+                   : group == "dlq_status" ? s.dead_letters_by_status
+                   : group == "dlq_reason" ? s.dead_letters_by_reason
+                                           : s.orders;
+    target[r[1].as<std::string>()] = r[2].as<long long>();
+  }
+  s.oldest_due_age_seconds = optional_field<double>(tx.exec_prepared1("outbox_admin_lag")[0]);
+  return s;
+}
+
+} // namespace
+
 domain::outbox_stats outbox_admin::stats() {
-  return pool_.run([&](pqxx::connection& c) {
-    pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(c);
-    domain::outbox_stats s;
-    for (const auto& r : tx.exec_prepared("outbox_admin_counts")) {
-      auto group = r[0].as<std::string>();
-      auto& target = group == "events"       ? s.events
-                     : group == "dlq_status" ? s.dead_letters_by_status
-                     : group == "dlq_reason" ? s.dead_letters_by_reason
-                                             : s.orders;
-      target[r[1].as<std::string>()] = r[2].as<long long>();
-    }
-    s.oldest_due_age_seconds = optional_field<double>(tx.exec_prepared1("outbox_admin_lag")[0]);
-    return s;
-  });
+  return pool_.run([](pqxx::connection& c) { return read_stats(c, "outbox_admin_counts"); });
+}
+
+domain::outbox_stats outbox_admin::gauges() {
+  return pool_.run([](pqxx::connection& c) { return read_stats(c, "outbox_admin_gauges"); });
 }
 
 std::vector<domain::event_record> outbox_admin::events(const domain::event_filter& f) {

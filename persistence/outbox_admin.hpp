@@ -16,6 +16,7 @@ public:
   static std::vector<statement> statements();
 
   domain::outbox_stats stats() override;
+  domain::outbox_stats gauges() override;
   std::vector<domain::event_record> events(const domain::event_filter& filter) override;
   std::optional<std::pair<domain::event_record, std::vector<domain::attempt_record>>>
   event(std::int64_t id) override;

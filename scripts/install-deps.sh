@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one list of Debian packages outboxd needs. Installs only what is missing; works as root or
 # through sudo. Usage: scripts/install-deps.sh [--build|--runtime]
-#   (default)  everything to build, test and run locally: compiler, libraries, PostgreSQL server
+#   (default)  everything to build, test and run locally: compiler, libraries, PostgreSQL server,
+#              Chromium and Node.js for the browser test
 #   --build    compiler and libraries only (the container's build stage)
 #   --runtime  only the shared libraries and tools the container's runtime stage needs
 set -euo pipefail
@@ -11,19 +12,25 @@ build_packages=(
   libcaf-dev libpqxx-dev libcpp-httplib-dev rapidjson-dev libfmt-dev doctest-dev
 )
 database_packages=(postgresql-15 postgresql-client-15 curl ca-certificates)
+browser_test_packages=(chromium nodejs npm) # test/browser drives Debian's chromium with playwright-core
 runtime_packages=(
   libcaf-core0.17 libcaf-io0.17 libpqxx-6.4 libcpp-httplib0.11 libfmt9 curl ca-certificates
 )
 
 case "${1:-}" in
-  "") packages=("${build_packages[@]}" "${database_packages[@]}") ;;
+  "") packages=("${build_packages[@]}" "${database_packages[@]}" "${browser_test_packages[@]}") ;;
   --build) packages=("${build_packages[@]}") ;;
   --runtime) packages=("${runtime_packages[@]}") ;;
   *) echo "usage: install-deps.sh [--build|--runtime]" >&2; exit 2 ;;
 esac
 
+# NodeSource's nodejs carries npm and conflicts with Debian's: a working command counts as installed.
+declare -A command_of=([nodejs]=node [npm]=npm)
 missing=()
 for p in "${packages[@]}"; do
+  if [[ -n "${command_of[$p]:-}" ]] && command -v "${command_of[$p]}" >/dev/null; then
+    continue
+  fi
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
     missing+=("$p")
   fi

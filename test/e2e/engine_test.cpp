@@ -330,3 +330,28 @@ TEST_CASE("with LISTEN/NOTIFY off, the safety poll still delivers every event") 
   CHECK(p.output().find("no listener (polling only)") != std::string::npos);
   CHECK(p.output().find("pg-listener") == std::string::npos);
 }
+
+TEST_CASE_FIXTURE(engine_fixture,
+                  "metrics count claims, processed events, calls by outcome and compensations") {
+  p.knobs(R"({"billing.charge":{"failNext":1,"failureStatus":400}})");
+  p.create_order();
+  auto failed = p.create_order();
+  CHECK(p.wait_status(failed, "FAILED") == "FAILED");
+  auto m = p.client().get("/metrics").body;
+  CHECK(m.find("outboxd_events_claimed_total{event_type=\"OrderCreated\"} 2") != std::string::npos);
+  CHECK(m.find("outboxd_events_processed_total{event_type=\"OrderCreated\"} 1") !=
+        std::string::npos);
+  CHECK(m.find("outboxd_events_dead_lettered_total{event_type=\"OrderCreated\",reason=\"NON_"
+               "RETRYABLE_ERROR\"} 1") != std::string::npos);
+  CHECK(
+      m.find(
+          "outboxd_destination_calls_total{destination=\"billing\",outcome=\"non_retryable\"} 1") !=
+      std::string::npos);
+  CHECK(m.find("outboxd_destination_calls_total{destination=\"shipping.revert\",outcome="
+               "\"success\"} 1") != std::string::npos);
+  CHECK(m.find("outboxd_compensations_total{kind=\"dead_letter\",outcome=\"reverted\"} 1") !=
+        std::string::npos);
+  CHECK(
+      m.find("outboxd_destination_call_seconds_bucket{destination=\"inventory\",le=\"+Inf\"} 2") !=
+      std::string::npos);
+}

@@ -446,3 +446,22 @@ TEST_CASE_FIXTURE(
   CHECK(one.json["attempts"].IsArray());
   CHECK(client->get("/api/outbox/events/99").status == 404);
 }
+
+TEST_CASE_FIXTURE(server_fixture, "GET /metrics exposes request counters and database gauges") {
+  create();
+  add_dead_letter(*this, "FAILED");
+  client->get("/api/orders/1");
+  client->get("/api/nothing");
+  auto r = client->get("/metrics");
+  CHECK(r.status == 200);
+  CHECK(r.header("Content-Type").find("text/plain") == 0);
+  CHECK(r.body.find(
+            "outboxd_http_requests_total{method=\"POST\",route=\"/api/orders\",status=\"201\"}") !=
+        std::string::npos);
+  CHECK(r.body.find("route=\"/api/orders/{id}\",status=\"200\"") != std::string::npos);
+  CHECK(r.body.find("route=\"unmatched\",status=\"404\"") != std::string::npos);
+  CHECK(r.body.find("outboxd_outbox_events{status=\"PENDING\"} 2\n") != std::string::npos);
+  CHECK(r.body.find("outboxd_dead_letters{status=\"FAILED\"} 1\n") != std::string::npos);
+  CHECK(r.body.find("outboxd_orders_attention 0\n") != std::string::npos);
+  CHECK(r.body.find("# TYPE outboxd_oldest_due_event_age_seconds gauge") != std::string::npos);
+}

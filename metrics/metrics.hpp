@@ -1,0 +1,90 @@
+// Process metrics in the Prometheus text format: labelled counters and histograms updated by the
+// actors and the HTTP server, and gauges computed at scrape time. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace outboxd::metrics {
+
+using labels = std::vector<std::pair<std::string, std::string>>;
+
+/// A counter family: one monotonically increasing value per label set.
+class counter {
+public:
+  counter(std::string name, std::string help) : name_(std::move(name)), help_(std::move(help)) {}
+  void inc(const labels& l = {}, double by = 1);
+  void render(std::string& out) const;
+  /// The current value for `l` (0 when never incremented); for tests.
+  double value(const labels& l = {}) const;
+
+private:
+  std::string name_, help_;
+  mutable std::mutex mutex_;
+  std::map<labels, double> values_;
+};
+
+/// A histogram family with fixed buckets (upper bounds, in the unit of the observations).
+class histogram {
+public:
+  histogram(std::string name, std::string help, std::vector<double> buckets)
+      : name_(std::move(name)), help_(std::move(help)), bounds_(std::move(buckets)) {}
+  void observe(const labels& l, double value);
+  void render(std::string& out) const;
+
+private:
+  struct series {
+    std::vector<std::uint64_t> buckets;
+    double sum = 0;
+    std::uint64_t count = 0;
+  };
+  std::string name_, help_;
+  std::vector<double> bounds_;
+  mutable std::mutex mutex_;
+  std::map<labels, series> series_;
+};
+
+/// Appends one gauge family (`# HELP`, `# TYPE gauge`, one line per label set).
+void render_gauge(std::string& out, std::string_view name, std::string_view help,
+                  const std::vector<std::pair<labels, double>>& values);
+
+/// The metrics every part of outboxd updates (names `outboxd_*`).
+struct registry {
+  counter events_claimed{"outboxd_events_claimed_total", "Outbox events claimed, by event type."};
+  counter events_processed{"outboxd_events_processed_total",
+                           "Outbox events completed (PROCESSED), by event type."};
+  counter events_retried{"outboxd_events_retried_total",
+                         "Outbox events scheduled for a retry, by event type."};
+  counter events_dead_lettered{
+      "outboxd_events_dead_lettered_total",
+      "Outbox events moved to the dead-letter queue, by event type and reason."};
+  counter leases_lost{"outboxd_leases_lost_total",
+                      "Results dropped because the worker's lease had been lost."};
+  counter lease_expiries{"outboxd_lease_expiries_total",
+                         "Expired leases reclaimed by the reaper, by table."};
+  counter calls{"outboxd_destination_calls_total",
+                "HTTP calls to destinations (forward and revert), by destination and outcome."};
+  histogram call_seconds{"outboxd_destination_call_seconds",
+                         "Duration of HTTP calls to destinations, by destination.",
+                         {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
+  counter compensations{"outboxd_compensations_total",
+                        "Compensations finished, by kind (dead_letter, cancellation) and outcome."};
+  counter listener_reconnects{"outboxd_listener_reconnects_total",
+                              "Times the LISTEN connection was re-established."};
+  counter http_requests{"outboxd_http_requests_total",
+                        "HTTP requests served, by method, route and status."};
+
+  /// Renders every family, then the gauges `scrape_gauges` adds (database depths and lag).
+  std::string render(const std::function<void(std::string&)>& scrape_gauges) const;
+};
+
+/// The process-wide registry.
+registry& global();
+
+} // namespace outboxd::metrics

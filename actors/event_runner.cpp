@@ -88,7 +88,7 @@ void fill_response(persistence::attempt_row& row, const http::call_result& r,
     rapidjson::Document d;
     d.Parse(r.body.data(), r.body.size());
     if (!d.HasParseError())
-      row.response_json = r.body;
+      row.response_payload_json = r.body;
     else
       row.response_text = truncate(r.body, max_response_text);
   }
@@ -238,7 +238,7 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
     req.headers.insert(req.headers.end(), dest.headers.begin(), dest.headers.end());
     if (sends_body(dest.method)) {
       req.body = payload ? to_json(*payload) : "{}";
-      row.request_json = req.body;
+      row.request_payload_json = req.body;
     }
     auto result = caller_.call(req);
     auto outcome = result.status ? domain::classify(dest.method, result.status)
@@ -250,7 +250,7 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
               result.status ? std::to_string(*result.status) : result.error,
               result.duration.count(), attempt);
     if (outcome == domain::call_outcome::success) {
-      previous[name] = docs.parse(row.response_json);
+      previous[name] = docs.parse(row.response_payload_json);
       continue;
     }
     failed = failure{outcome, *row.error_message,
@@ -423,7 +423,7 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
                    {"X-Revert-Destination", step.destination}};
     req.headers.insert(req.headers.end(), dest->second.headers.begin(), dest->second.headers.end());
     if (!req.body.empty())
-      row.request_json = req.body;
+      row.request_payload_json = req.body;
     auto result = caller_.call(req);
     auto outcome = result.status ? domain::classify(req.method, result.status)
                                  : domain::call_outcome::retryable;

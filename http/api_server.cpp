@@ -14,7 +14,6 @@
 #include <fmt/format.h>
 #include <httplib.h>
 #include <random>
-#include <sys/socket.h>
 
 namespace outboxd::http {
 namespace {
@@ -23,7 +22,6 @@ constexpr const char* json_type = "application/json";
 constexpr int default_page = 50;
 constexpr int max_page = 500;
 constexpr std::size_t max_idempotency_key = 255;
-constexpr int listen_backlog = 1024;
 
 // Each request runs start to finish on one pool thread, so per-request context lives here.
 thread_local std::chrono::steady_clock::time_point request_started;
@@ -88,11 +86,6 @@ std::int64_t parse_id(const std::string& text, std::string_view what) {
 void reply(httplib::Response& res, int status, const std::string& body) {
   res.status = status;
   res.set_content(body, json_type);
-}
-
-void render_error(httplib::Response& res, error_kind kind, const std::string& message,
-                  const domain::field_errors& details = {}, const std::string& request_id = {}) {
-  reply(res, status_of(kind), error_body(kind, message, details, request_id));
 }
 
 std::optional<std::string> idempotency_key(const httplib::Request& req) {
@@ -173,62 +166,13 @@ bool readiness_report::ready() const {
 api_server::api_server(const conf::server_settings& settings, std::string admin_token,
                        api_dependencies deps)
     : settings_(settings), admin_token_(std::move(admin_token)), deps_(std::move(deps)),
-      server_(std::make_unique<httplib::Server>()) {
-  auto& s = *server_;
-  int threads = settings_.threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  s.set_tcp_nodelay(true); // without it every keep-alive response waits 40 ms for Nagle
-  s.set_keep_alive_max_count(100000);
-  s.set_keep_alive_timeout(
-      std::chrono::duration_cast<std::chrono::seconds>(settings_.keep_alive_timeout).count());
-  s.set_read_timeout(settings_.read_timeout);
-  s.set_write_timeout(settings_.write_timeout);
-  s.set_payload_max_length(settings_.max_body_bytes);
-  // Not the library's default options: they add SO_REUSEPORT, which lets a second outboxd
-  // bind the same port and silently take half the connections. The library also listens with
-  // a backlog of 5; remember the socket to listen again with more.
-  s.set_socket_options([this](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listen_fd_ = sock;
-  });
-
+      listener_(settings, "http") {
+  auto& s = listener_.native();
   s.set_pre_routing_handler([](const httplib::Request&, httplib::Response& res) {
     request_started = std::chrono::steady_clock::now();
     res.set_header("X-Request-Id", next_request_id());
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  s.set_exception_handler(
-      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-        try {
-          std::rethrow_exception(ep);
-        } catch (const api_error& e) {
-          render_error(res, e.kind(), e.what(), e.details());
-        } catch (const domain::store_unavailable& e) {
-          log::warn("http", "{} {}: database unavailable: {}", req.method, req.path, e.what());
-          render_error(res, error_kind::unavailable, "the database is unavailable; retry later");
-        } catch (const std::exception& e) {
-          auto id = res.get_header_value("X-Request-Id");
-          log::error("http", "{} {} failed (request {}): {}", req.method, req.path, id, e.what());
-          render_error(res, error_kind::internal, "internal error; see the server log", {}, id);
-        }
-      });
-  // Errors the library produces itself (no route, body too large) get the same JSON shape.
-  s.set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty())
-          return httplib::Server::HandlerResponse::Unhandled;
-        if (res.status == 413)
-          render_error(res, error_kind::payload_too_large, "request body is too large");
-        else if (res.status == 404)
-          render_error(res, error_kind::not_found,
-                       fmt::format("no route for {} {}", req.method, req.path));
-        else if (res.status == 400)
-          render_error(res, error_kind::bad_request, "malformed HTTP request");
-        else
-          return httplib::Server::HandlerResponse::Unhandled;
-        return httplib::Server::HandlerResponse::Handled;
-      }));
   s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
     auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                   std::chrono::steady_clock::now() - request_started)
@@ -249,30 +193,19 @@ api_server::~api_server() {
 }
 
 int api_server::bind() {
-  int port = settings_.port == 0
-                 ? server_->bind_to_any_port(settings_.host)
-                 : (server_->bind_to_port(settings_.host, settings_.port) ? settings_.port : -1);
-  if (port < 0)
-    throw std::runtime_error(fmt::format("cannot listen on {}:{} (address in use or not available)",
-                                         settings_.host, settings_.port));
-  if (listen_fd_ >= 0)
-    ::listen(listen_fd_, listen_backlog);
-  return port;
+  return listener_.bind(settings_.port);
 }
 
 void api_server::start() {
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  listener_.start();
 }
 
 void api_server::stop() {
-  if (server_->is_running() || thread_.joinable())
-    server_->stop();
-  if (thread_.joinable())
-    thread_.join();
+  listener_.stop();
 }
 
 void api_server::install_routes() {
-  auto& s = *server_;
+  auto& s = listener_.native();
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     reply(res, 200, R"({"status":"ok"})");
   });

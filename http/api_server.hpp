@@ -4,6 +4,7 @@
 
 #include "conf/settings.hpp"
 #include "domain/ports.hpp"
+#include "http/listener.hpp"
 
 #include <functional>
 #include <memory>
@@ -49,7 +50,7 @@ public:
   void stop();
 
   /// The underlying server, for other route sets (the simulator) to register on.
-  httplib::Server& native() { return *server_; }
+  httplib::Server& native() { return listener_.native(); }
 
 private:
   void install_routes();
@@ -57,9 +58,7 @@ private:
   conf::server_settings settings_;
   std::string admin_token_;
   api_dependencies deps_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  int listen_fd_ = -1;
+  listener listener_;
 };
 
 } // namespace outboxd::http

@@ -1,77 +1,17 @@
-// Server set-up for the standalone simulator. It follows api_server's: TCP_NODELAY, a thread
-// pool sized from server.threads, long keep-alive, no SO_REUSEPORT (so a busy port is an error,
-// not a silently shared one), a 1024 listen backlog, and JSON errors for everything.
+// The standalone simulator's server: the shared listener with the simulator routes and /healthz.
 #include "http/simulator_server.hpp"
 
-#include "http/errors.hpp"
-#include "log/log.hpp"
-
-#include <fmt/format.h>
 #include <httplib.h>
-#include <sys/socket.h>
 
 namespace outboxd::http {
-namespace {
-
-constexpr const char* json_type = "application/json";
-constexpr int listen_backlog = 1024;
-
-void render_error(httplib::Response& res, error_kind kind, const std::string& message,
-                  const domain::field_errors& details = {}) {
-  res.status = status_of(kind);
-  res.set_content(error_body(kind, message, details), json_type);
-}
-
-} // namespace
 
 simulator_server::simulator_server(const conf::server_settings& settings, simulator& sim,
                                    const std::string& admin_token)
-    : settings_(settings), sim_(sim), server_(std::make_unique<httplib::Server>()) {
-  auto& s = *server_;
-  auto threads = static_cast<std::size_t>(settings_.threads);
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s.set_tcp_nodelay(true);
-  s.set_keep_alive_max_count(100000);
-  s.set_keep_alive_timeout(
-      std::chrono::duration_cast<std::chrono::seconds>(settings_.keep_alive_timeout).count());
-  s.set_read_timeout(settings_.read_timeout);
-  s.set_write_timeout(settings_.write_timeout);
-  s.set_payload_max_length(settings_.max_body_bytes);
-  s.set_socket_options([this](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listen_fd_ = sock;
+    : sim_(sim), listener_(settings, "simulator") {
+  listener_.native().Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
   });
-  s.set_exception_handler(
-      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-        try {
-          std::rethrow_exception(ep);
-        } catch (const api_error& e) {
-          render_error(res, e.kind(), e.what(), e.details());
-        } catch (const std::exception& e) {
-          log::error("simulator", "{} {} failed: {}", req.method, req.path, e.what());
-          render_error(res, error_kind::internal, "internal error; see the simulator log");
-        }
-      });
-  s.set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty())
-          return httplib::Server::HandlerResponse::Unhandled;
-        if (res.status == 413)
-          render_error(res, error_kind::payload_too_large, "request body is too large");
-        else if (res.status == 404)
-          render_error(res, error_kind::not_found,
-                       fmt::format("no route for {} {}", req.method, req.path));
-        else if (res.status == 400)
-          render_error(res, error_kind::bad_request, "malformed HTTP request");
-        else
-          return httplib::Server::HandlerResponse::Unhandled;
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"status":"ok"})", json_type);
-  });
-  sim_.install(s, admin_token);
+  sim_.install(listener_.native(), admin_token);
 }
 
 simulator_server::~simulator_server() {
@@ -79,26 +19,16 @@ simulator_server::~simulator_server() {
 }
 
 int simulator_server::bind(int port) {
-  int bound = port == 0 ? server_->bind_to_any_port(settings_.host)
-                        : (server_->bind_to_port(settings_.host, port) ? port : -1);
-  if (bound < 0)
-    throw std::runtime_error(fmt::format("cannot listen on {}:{} (address in use or not available)",
-                                         settings_.host, port));
-  if (listen_fd_ >= 0)
-    ::listen(listen_fd_, listen_backlog);
-  return bound;
+  return listener_.bind(port);
 }
 
 void simulator_server::start() {
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  listener_.start();
 }
 
 void simulator_server::stop() {
   sim_.stop();
-  if (server_->is_running() || thread_.joinable())
-    server_->stop();
-  if (thread_.joinable())
-    thread_.join();
+  listener_.stop();
 }
 
 } // namespace outboxd::http

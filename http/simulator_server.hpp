@@ -3,6 +3,7 @@
 #pragma once
 
 #include "conf/settings.hpp"
+#include "http/listener.hpp"
 #include "http/simulator.hpp"
 
 #include <memory>
@@ -35,11 +36,8 @@ public:
   void stop();
 
 private:
-  conf::server_settings settings_;
   simulator& sim_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  int listen_fd_ = -1;
+  listener listener_;
 };
 
 } // namespace outboxd::http

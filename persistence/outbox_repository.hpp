@@ -4,6 +4,7 @@
 #pragma once
 
 #include "domain/order.hpp"
+#include "domain/outbox.hpp"
 #include "persistence/aggregate_hooks.hpp"
 
 #include <chrono>
@@ -27,25 +28,8 @@ struct claimed_event {
   int attempts = 0; // attempts finished before this one
 };
 
-/// One HTTP attempt, as recorded in aggregate_results.
-struct attempt_row {
-  std::int64_t event_id = 0;
-  std::string aggregate_id;
-  std::string event_type;
-  std::string destination;
-  int fanout_order = 0;
-  int attempt = 0;
-  std::string endpoint_url;
-  std::string http_method;
-  std::optional<std::string> idempotency_key;
-  std::optional<std::string> request_json;
-  std::optional<int> response_status;
-  std::optional<std::string> response_json;
-  std::optional<std::string> response_text;
-  std::string outcome; // success | retryable | non_retryable | skipped
-  std::optional<std::string> error_message;
-  std::optional<int> duration_ms;
-};
+/// One HTTP attempt to record (id and published_at are set by the database).
+using attempt_row = domain::attempt_record;
 
 /// The latest successful attempt of one destination of an event.
 struct stored_success {

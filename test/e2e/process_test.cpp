@@ -6,6 +6,9 @@
 #include <csignal>
 #include <doctest/doctest.h>
 #include <fstream>
+#include <rapidjson/document.h>
+#include <set>
+#include <sstream>
 #include <unistd.h>
 
 using namespace outboxd::test;
@@ -97,11 +100,11 @@ TEST_CASE("serve takes orders over HTTP and stops cleanly on SIGTERM") {
       "/api/orders", R"({"customerId":"C-9","totalAmount":10.5,"shippingType":"international"})");
   CHECK(created.status == 201);
   // The order and its OrderCreated event were committed together; the engine confirms it.
-  CHECK(query_value(conninfo, "SELECT count(*) FROM orders o JOIN outbox_events e ON "
-                              "e.aggregate_id = o.id::text AND e.event_type = 'OrderCreated'") ==
-        "1");
-  CHECK(wait_until(
-      [&] { return client.get("/api/orders/1").str("/order/status") == "CONFIRMED"; }, 20s));
+  CHECK(query_value(conninfo,
+                    "SELECT count(*) FROM orders o JOIN outbox_events e ON "
+                    "e.aggregate_id = o.id::text AND e.event_type = 'OrderCreated'") == "1");
+  CHECK(wait_until([&] { return client.get("/api/orders/1").str("/order/status") == "CONFIRMED"; },
+                   20s));
   p.signal(SIGTERM);
   CHECK(p.wait_exit(10s) == 0);
   auto out = p.output();
@@ -133,4 +136,40 @@ TEST_CASE("serve gives up with exit 1 when the database stays unreachable") {
                                   {"OUTBOXD_SERVER_PORT", std::to_string(free_port())}});
   CHECK(code == 1);
   CHECK(contains(out, "database unreachable"));
+}
+
+TEST_CASE("log.format=json writes one JSON object per line, tagged with the actor") {
+  auto conninfo = fresh_database("outboxd_e2e_json_log");
+  int port = free_port();
+  child_process p({OUTBOXD_BINARY, "serve", "--set", "log.format=json", "--set", "log.level=debug",
+                   "--set", "admin.token=hidden-token"},
+                  {{"DATABASE_URL", conninfo}, {"OUTBOXD_SERVER_PORT", std::to_string(port)}},
+                  log_path("json"));
+  http_client client(port);
+  REQUIRE(wait_until([&] { return client.get("/readyz").status == 200; }, 20s));
+  client.post("/api/orders", R"({"customerId":"C-1","totalAmount":5,"shippingType":"domestic"})");
+  REQUIRE(wait_until(
+      [&] { return client.get("/api/orders/1").str("/order/status") == "CONFIRMED"; }, 20s));
+  p.signal(SIGTERM);
+  CHECK(p.wait_exit(10s) == 0);
+  auto out = p.output();
+  CHECK_FALSE(contains(out, "hidden-token"));
+  std::istringstream lines(out);
+  std::string line;
+  int parsed = 0;
+  std::set<std::string> actors;
+  while (std::getline(lines, line)) {
+    rapidjson::Document d;
+    d.Parse(line.c_str());
+    REQUIRE_MESSAGE(!d.HasParseError(), line);
+    REQUIRE(d.IsObject());
+    CHECK(d.HasMember("ts"));
+    CHECK(d.HasMember("level"));
+    CHECK(d.HasMember("msg"));
+    actors.insert(d["actor"].GetString());
+    ++parsed;
+  }
+  CHECK(parsed > 10);
+  for (const auto* a : {"main", "supervisor", "outbox-processor-1", "pg-listener", "http"})
+    CHECK_MESSAGE(actors.count(a) == 1, a);
 }

@@ -204,14 +204,14 @@ TEST_CASE_FIXTURE(fixture,
   a.record_attempt(row);
   row.outcome = "success";
   row.response_status = 200;
-  row.response_json = R"({"reservationId":"RES-1"})";
-  row.request_json = R"({"orderId":3})";
+  row.response_payload_json = R"({"reservationId":"RES-1"})";
+  row.request_payload_json = R"({"orderId":3})";
   row.error_message.reset();
   a.record_attempt(row);
   row.destination = "fraudCheck";
   row.fanout_order = 1;
   row.response_text = "not json";
-  row.response_json.reset();
+  row.response_payload_json.reset();
   a.record_attempt(row);
   row.destination = "inventory.revert";
   row.fanout_order = 0;

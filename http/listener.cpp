@@ -1,0 +1,106 @@
+// Server configuration shared by the API server and the standalone simulator, and the one place
+// where exceptions and library errors become JSON error responses.
+#include "http/listener.hpp"
+
+#include "domain/ports.hpp"
+#include "http/errors.hpp"
+#include "log/log.hpp"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <sys/socket.h>
+
+namespace outboxd::http {
+namespace {
+
+constexpr int listen_backlog = 1024;
+
+void render_error(httplib::Response& res, error_kind kind, const std::string& message,
+                  const domain::field_errors& details = {}, const std::string& request_id = {}) {
+  res.status = status_of(kind);
+  res.set_content(error_body(kind, message, details, request_id), "application/json");
+}
+
+} // namespace
+
+listener::listener(const conf::server_settings& settings, std::string component)
+    : settings_(settings), component_(std::move(component)),
+      server_(std::make_unique<httplib::Server>()) {
+  auto& s = *server_;
+  auto threads = static_cast<std::size_t>(settings_.threads);
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  s.set_tcp_nodelay(true); // without it every keep-alive response waits 40 ms for Nagle
+  s.set_keep_alive_max_count(100000);
+  s.set_keep_alive_timeout(
+      std::chrono::duration_cast<std::chrono::seconds>(settings_.keep_alive_timeout).count());
+  s.set_read_timeout(settings_.read_timeout);
+  s.set_write_timeout(settings_.write_timeout);
+  s.set_payload_max_length(settings_.max_body_bytes);
+  // Not the library's default options: they add SO_REUSEPORT, which lets a second process bind
+  // the same port and silently take half the connections. The library also listens with a
+  // backlog of 5; remember the socket to listen again with more.
+  s.set_socket_options([this](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd_ = sock;
+  });
+  s.set_exception_handler([this](const httplib::Request& req, httplib::Response& res,
+                                 std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const api_error& e) {
+      render_error(res, e.kind(), e.what(), e.details());
+    } catch (const domain::store_unavailable& e) {
+      log::warn(component_, "{} {}: database unavailable: {}", req.method, req.path, e.what());
+      render_error(res, error_kind::unavailable, "the database is unavailable; retry later");
+    } catch (const std::exception& e) {
+      auto id = res.get_header_value("X-Request-Id");
+      log::error(component_, "{} {} failed (request {}): {}", req.method, req.path, id, e.what());
+      render_error(res, error_kind::internal, "internal error; see the server log", {}, id);
+    }
+  });
+  // Errors the library produces itself (no route, body too large) get the same JSON shape.
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty())
+          return httplib::Server::HandlerResponse::Unhandled;
+        if (res.status == 413)
+          render_error(res, error_kind::payload_too_large, "request body is too large");
+        else if (res.status == 404)
+          render_error(res, error_kind::not_found,
+                       fmt::format("no route for {} {}", req.method, req.path));
+        else if (res.status == 400)
+          render_error(res, error_kind::bad_request, "malformed HTTP request");
+        else
+          return httplib::Server::HandlerResponse::Unhandled;
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+}
+
+listener::~listener() {
+  stop();
+}
+
+int listener::bind(int port) {
+  int bound = port == 0 ? server_->bind_to_any_port(settings_.host)
+                        : (server_->bind_to_port(settings_.host, port) ? port : -1);
+  if (bound < 0)
+    throw std::runtime_error(fmt::format("cannot listen on {}:{} (address in use or not available)",
+                                         settings_.host, port));
+  if (listen_fd_ >= 0)
+    ::listen(listen_fd_, listen_backlog);
+  return bound;
+}
+
+void listener::start() {
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+}
+
+void listener::stop() {
+  if (server_->is_running() || thread_.joinable())
+    server_->stop();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+} // namespace outboxd::http

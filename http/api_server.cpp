@@ -441,8 +441,8 @@ void api_server::install_routes() {
       throw api_error(error_kind::invalid_transition,
                       fmt::format("dead letter {} is {}; only a FAILED dead letter can be retried",
                                   id, outcome.value->status));
-    log::info("http", "dead letter {} ({} {} {}) redriven by an operator", id,
-              outcome.value->event_type, "aggregate", outcome.value->aggregate_id);
+    log::info("http", "dead letter {} ({} of aggregate {}) redriven by an operator", id,
+              outcome.value->event_type, outcome.value->aggregate_id);
     json_writer w;
     write_dead_letter(w, *outcome.value);
     reply(res, 202, w.str());

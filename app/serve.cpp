@@ -6,6 +6,7 @@
 #include "http/api_server.hpp"
 #include "http/consistency.hpp"
 #include "http/simulator.hpp"
+#include "http/ui_routes.hpp"
 #include "log/log.hpp"
 #include "persistence/aggregate_hooks.hpp"
 #include "persistence/audit_repository.hpp"
@@ -134,6 +135,7 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
   }
   persistence::audit_repository audit(pool);
   http::install_consistency_route(server.native(), audit, ledger);
+  http::install_ui_routes(server.native());
   int port = 0;
   try {
     port = server.bind();

@@ -38,8 +38,7 @@ std::string list(const std::vector<const ledger_record*>& entries) {
 }
 
 bool is_success_state(order_status s) {
-  return s == order_status::confirmed || s == order_status::shipped ||
-         s == order_status::delivered;
+  return s == order_status::confirmed || s == order_status::shipped || s == order_status::delivered;
 }
 
 bool is_compensated_state(order_status s) {
@@ -99,8 +98,8 @@ private:
         if (std::find(step.kinds.begin(), step.kinds.end(), e->kind) != step.kinds.end())
           found.push_back(e);
       if (found.empty())
-        report(fmt::format("no {} was applied ({}) but the order is {}", step.what,
-                           step.operations, status_));
+        report(fmt::format("no {} was applied ({}) but the order is {}", step.what, step.operations,
+                           status_));
       else if (found.size() > 1)
         report(fmt::format("{} {}s were applied ({}) but the order is {} and needs exactly one",
                            found.size(), step.what, list(found), status_));

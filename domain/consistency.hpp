@@ -36,8 +36,8 @@ struct ledger_record {
   std::optional<std::string> notification_type;
   int revert_requests = 0; // revert calls that were not replays of an earlier one
   bool reverted = false;
-  std::int64_t applied_seq = 0;               // order of application in the ledger
-  std::optional<std::int64_t> reverted_seq;   // order of the first revert, same clock
+  std::int64_t applied_seq = 0;             // order of application in the ledger
+  std::optional<std::int64_t> reverted_seq; // order of the first revert, same clock
 };
 
 /// The ledger: its entries, and when it started (process start or reset).

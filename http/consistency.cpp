@@ -114,8 +114,8 @@ std::function<std::string()> remote_ledger(const std::string& base_url) {
     base.pop_back();
   // httplib::Client takes scheme://host:port only; a path prefix goes in front of the route.
   auto scheme_end = base.find("://");
-  auto path_start = scheme_end == std::string::npos ? std::string::npos
-                                                    : base.find('/', scheme_end + 3);
+  auto path_start =
+      scheme_end == std::string::npos ? std::string::npos : base.find('/', scheme_end + 3);
   std::string origin = base.substr(0, path_start);
   std::string path =
       (path_start == std::string::npos ? std::string() : base.substr(path_start)) + ledger_path;

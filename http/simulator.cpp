@@ -176,11 +176,12 @@ void check_field(const Value& v, const field_rule& rule, domain::field_errors& e
       }
       auto sku = e.FindMember("sku");
       if (sku != e.MemberEnd() && !sku->value.IsNull() && !sku->value.IsString())
-        errors.push_back({item + ".sku", fmt::format("must be a string, got {}", show(sku->value))});
+        errors.push_back(
+            {item + ".sku", fmt::format("must be a string, got {}", show(sku->value))});
       auto quantity = e.FindMember("quantity");
       if (quantity != e.MemberEnd() && !quantity->value.IsNull() && !quantity->value.IsInt())
-        errors.push_back({item + ".quantity",
-                          fmt::format("must be an integer, got {}", show(quantity->value))});
+        errors.push_back(
+            {item + ".quantity", fmt::format("must be an integer, got {}", show(quantity->value))});
     }
     break;
   }
@@ -305,7 +306,8 @@ std::string failure_body(std::string_view knob, const call& c, const conf::retry
          "International shipping service is temporarily unavailable"},
         {"billing.charge", "payment_gateway_unavailable",
          "Payment gateway is temporarily unavailable"},
-        {"billing.refund", "refund_service_unavailable", "Refund service is temporarily unavailable"},
+        {"billing.refund", "refund_service_unavailable",
+         "Refund service is temporarily unavailable"},
         {"highValue.process", "high_value_processing_unavailable",
          "High-value processing service is temporarily unavailable"},
         {"highValue.cancel", "high_value_cancellation_unavailable",
@@ -399,13 +401,12 @@ struct simulator::impl {
 
   void log_call(const call& c, int status, std::string_view note) {
     log::debug("simulator", "{} {} aggregate {} key {} -> {} {}", c.req.method, c.req.path,
-                c.aggregate, c.key.value_or("-"), status, note);
+               c.aggregate, c.key.value_or("-"), status, note);
   }
 
   void handle(const endpoint& ep, mode how, const httplib::Request& req, httplib::Response& res) {
     call c{req, how, {}, {}, {}, {}};
-    auto aggregate =
-        req.get_header_value(ep.revert ? "X-Revert-Aggregate-Id" : "X-Aggregate-Id");
+    auto aggregate = req.get_header_value(ep.revert ? "X-Revert-Aggregate-Id" : "X-Aggregate-Id");
     c.aggregate = aggregate.empty() ? "unknown" : aggregate;
     if (ep.revert && req.matches.size() > 1)
       c.id = req.matches[1].str();
@@ -637,12 +638,11 @@ struct simulator::impl {
     if (t != "status_update")
       w.field("notificationType", type);
     w.field("orderId", order_id);
-    w.field("message",
-            t == "shipping_confirmation"
-                ? fmt::format("Shipping confirmation sent for order {}", order_id)
-                : t == "review_request" ? fmt::format("Review request sent for order {}", order_id)
-                                        : fmt::format("Status update recorded for order {}",
-                                                      order_id));
+    w.field("message", t == "shipping_confirmation"
+                           ? fmt::format("Shipping confirmation sent for order {}", order_id)
+                       : t == "review_request"
+                           ? fmt::format("Review request sent for order {}", order_id)
+                           : fmt::format("Status update recorded for order {}", order_id));
     w.field("timestamp", e.applied_at_ms);
     w.end_object();
     return {json_response(w), "applied " + e.id};
@@ -653,7 +653,7 @@ struct simulator::impl {
   /// Reverts the path's id (or, for a /succeed sibling, the aggregate's newest active entry) of
   /// `forward`; returns the id to answer with and a note. Unknown ids are a 404.
   std::pair<std::string, std::string> revert(const call& c, std::string_view forward,
-                                              const char* prefix, const char* what) {
+                                             const char* prefix, const char* what) {
     if (c.how == mode::succeed) {
       auto r = ledger.revert_latest(forward, c.aggregate);
       if (r.what == revert_result::kind::not_found)
@@ -695,15 +695,15 @@ struct simulator::impl {
   }
 
   applied cancel_shipment(call& c, bool domestic) {
-    auto [id, note] = domestic ? revert(c, "shipping.domestic.create", "SHIP-DOM", "shipment")
-                               : revert(c, "shipping.international.create", "SHIP-INTL",
-                                        "shipment");
+    auto [id, note] = domestic
+                          ? revert(c, "shipping.domestic.create", "SHIP-DOM", "shipment")
+                          : revert(c, "shipping.international.create", "SHIP-INTL", "shipment");
     json_writer w;
     w.start_object();
     w.field("status", "cancelled");
-    w.field("message", domestic
-                           ? "Domestic shipment cancelled"
-                           : "International shipment cancelled (customs clearance will be aborted)");
+    w.field("message",
+            domestic ? "Domestic shipment cancelled"
+                     : "International shipment cancelled (customs clearance will be aborted)");
     w.field("shipmentId", id);
     w.field("timestamp", now_ms());
     w.end_object();
@@ -793,12 +793,17 @@ struct simulator::impl {
                  503,
                  4,
                  [this](call& c) { return reserve(c); }});
-    add_revert(s, true, "/api/inventory", "release",
-               {"inventory.release", true, false, {}, 503, 4,
-                [this](call& c) { return release(c); }});
+    add_revert(
+        s, true, "/api/inventory", "release",
+        {"inventory.release", true, false, {}, 503, 4, [this](call& c) { return release(c); }});
 
     add_forward(s, "/api/fraud/check",
-                {"fraudCheck.check", false, true, {order_id, customer_id, total_amount}, 429, 10,
+                {"fraudCheck.check",
+                 false,
+                 true,
+                 {order_id, customer_id, total_amount},
+                 429,
+                 10,
                  [this](call& c) { return fraud_check(c); }});
 
     const std::vector<field_rule> shipment_fields = {
@@ -819,30 +824,55 @@ struct simulator::impl {
                 [this](call& c) { return cancel_shipment(c, false); }});
 
     add_forward(s, "/api/billing",
-                {"billing.charge", false, true, {amount, currency}, 503, 5,
-                 [this](call& c) { return charge(c); }});
+                {"billing.charge", false, true, {amount, currency}, 503, 5, [this](call& c) {
+                   return charge(c);
+                 }});
     add_revert(s, false, "/api/billing", "refund",
-               {"billing.refund", true, true, {amount, currency, reason, {"transactionId", ft::text}},
-                503, 5, [this](call& c) { return refund(c); }});
+               {"billing.refund",
+                true,
+                true,
+                {amount, currency, reason, {"transactionId", ft::text}},
+                503,
+                5,
+                [this](call& c) { return refund(c); }});
     add_forward(s, "/api/high-value-processing",
-                {"highValue.process", false, true, {amount, currency}, 503, 5,
-                 [this](call& c) { return process_high_value(c); }});
+                {"highValue.process", false, true, {amount, currency}, 503, 5, [this](call& c) {
+                   return process_high_value(c);
+                 }});
     add_revert(s, false, "/api/high-value-processing", "cancel",
-               {"highValue.cancel", true, true, {amount, currency, reason,
-                                                 {"processingId", ft::text}},
-                503, 5, [this](call& c) { return cancel_high_value(c); }});
+               {"highValue.cancel",
+                true,
+                true,
+                {amount, currency, reason, {"processingId", ft::text}},
+                503,
+                5,
+                [this](call& c) { return cancel_high_value(c); }});
 
     const field_rule required_order{"orderId", ft::integer, true};
     const field_rule new_status{"newStatus", ft::text, true};
     add_forward(s, "/api/notifications/shipping-confirmation",
-                {"notifications.send", false, true, {required_order, new_status}, 503,
-                 std::nullopt, [this](call& c) { return notify(c, "shipping_confirmation"); }});
+                {"notifications.send",
+                 false,
+                 true,
+                 {required_order, new_status},
+                 503,
+                 std::nullopt,
+                 [this](call& c) { return notify(c, "shipping_confirmation"); }});
     add_forward(s, "/api/notifications/review-request",
-                {"notifications.send", false, true, {required_order, new_status}, 503,
-                 std::nullopt, [this](call& c) { return notify(c, "review_request"); }});
+                {"notifications.send",
+                 false,
+                 true,
+                 {required_order, new_status},
+                 503,
+                 std::nullopt,
+                 [this](call& c) { return notify(c, "review_request"); }});
     add_forward(s, "/api/notifications/status-update",
-                {"notifications.send", false, true,
-                 {required_order, {"oldStatus", ft::text, true}, new_status}, 503, std::nullopt,
+                {"notifications.send",
+                 false,
+                 true,
+                 {required_order, {"oldStatus", ft::text, true}, new_status},
+                 503,
+                 std::nullopt,
                  [this](call& c) { return notify(c, "status_update"); }});
 
     install_admin(s, admin_token);
@@ -898,8 +928,9 @@ struct simulator::impl {
     faults.reset();
     keys.clear();
     ledger.reset();
-    log::info("simulator", "reset: initial knobs and seed {}, empty ledger and Idempotency-Key "
-                           "store",
+    log::info("simulator",
+              "reset: initial knobs and seed {}, empty ledger and Idempotency-Key "
+              "store",
               faults.seed());
   }
 };

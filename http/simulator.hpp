@@ -16,7 +16,7 @@
 //   POST   /api/high-value-processing             highValue.process        HV-...
 //   POST   /api/high-value-processing/{id}/cancel highValue.cancel         (refund RFD-...)
 //   POST   /api/notifications/shipping-confirmation|review-request|status-update
-//                                                 notifications.send       NOTIF-... (notificationId)
+//          notifications.send (one knob for all three)   NOTIF-... (notificationId)
 //   GET    /api/simulator/config, PUT /api/simulator/config (admin), POST /api/simulator/reset
 //   (admin), GET /api/simulator/ledger[?aggregateId=]
 // The aggregate is the X-Aggregate-Id header (reverts: X-Revert-Aggregate-Id), "unknown" when

@@ -79,8 +79,8 @@ fault_decision fault_injector::decide(std::string_view knob) {
     d.fail = fail_draw < k.failure_rate;
   }
   auto span = static_cast<std::uint64_t>(k.latency_max_ms - k.latency_min_ms) + 1;
-  d.latency = std::chrono::milliseconds(k.latency_min_ms +
-                                        static_cast<std::int64_t>(latency_draw % span));
+  d.latency =
+      std::chrono::milliseconds(k.latency_min_ms + static_cast<std::int64_t>(latency_draw % span));
   if (!d.fail && late_draw < k.late_rate)
     d.late = std::chrono::milliseconds(k.late_ms);
   return d;

@@ -81,8 +81,8 @@ ledger_entry side_effect_ledger::apply(const side_effect& effect) {
   e.idempotency_key = effect.idempotency_key;
   std::lock_guard lock(mutex_);
   e.applied_at_ms = now_ms();
-  e.id = fmt::format("{}-{}-{}-{}", effect.id_prefix, effect.aggregate_id, e.applied_at_ms,
-                     ++serial);
+  e.id =
+      fmt::format("{}-{}-{}-{}", effect.id_prefix, effect.aggregate_id, e.applied_at_ms, ++serial);
   e.applied_seq = ++seq_;
   by_id_.emplace(e.id, entries_.size());
   entries_.push_back(e);

@@ -61,8 +61,8 @@ TEST_CASE_FIXTURE(fixture, "audited orders of an empty table are none") {
 
 TEST_CASE("audited orders report an unreachable database as store_unavailable") {
   persistence::connection_pool dead(
-      persistence::make_conninfo("host=127.0.0.1 port=1 user=postgres", std::chrono::seconds(1)),
-      1, persistence::audit_repository::statements());
+      persistence::make_conninfo("host=127.0.0.1 port=1 user=postgres", std::chrono::seconds(1)), 1,
+      persistence::audit_repository::statements());
   persistence::audit_repository repo(dead);
   CHECK_THROWS_AS(repo.audited_orders(), domain::store_unavailable);
 }

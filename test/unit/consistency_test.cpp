@@ -88,11 +88,11 @@ std::string only_problem(const consistency_report& r) {
 
 TEST_CASE("orders in flight, in ATTENTION, or created before the ledger started are unchecked") {
   ledger_builder l;
-  auto r = check({audited(1, order_status::pending), audited(2, order_status::cancelling),
-                  audited(3, order_status::attention),
-                  audited(4, order_status::confirmed, started - 1),
-                  audited(5, order_status::failed, started - 500)},
-                 l);
+  auto r =
+      check({audited(1, order_status::pending), audited(2, order_status::cancelling),
+             audited(3, order_status::attention), audited(4, order_status::confirmed, started - 1),
+             audited(5, order_status::failed, started - 500)},
+            l);
   CHECK(r.checked == 0);
   CHECK(r.unchecked == 5);
   CHECK(r.violations.empty());

@@ -69,7 +69,8 @@ std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view head
 /// The delay before retry number `retry` (1 = the first retry): `retry_after` when present,
 /// else base * 2^(retry-1) scaled by a jitter factor in [0.5, 1.0] (from `jitter` in [0, 1));
 /// always clamped to [0, max].
-std::chrono::milliseconds retry_delay(int retry, std::optional<std::chrono::milliseconds> retry_after,
+std::chrono::milliseconds retry_delay(int retry,
+                                      std::optional<std::chrono::milliseconds> retry_after,
                                       std::chrono::milliseconds base, std::chrono::milliseconds max,
                                       double jitter);
 

@@ -82,9 +82,8 @@ public:
   virtual ~dead_letter_store() = default;
 
   /// Newest first, with ids below `before_id` when given.
-  virtual std::vector<dead_letter_record> list(std::optional<std::string> status,
-                                               std::optional<std::int64_t> before_id,
-                                               int limit) = 0;
+  virtual std::vector<dead_letter_record>
+  list(std::optional<std::string> status, std::optional<std::int64_t> before_id, int limit) = 0;
   /// One dead letter with the attempts of its original event (forward and revert).
   virtual std::optional<std::pair<dead_letter_record, std::vector<attempt_record>>>
   find(std::int64_t id) = 0;

@@ -148,6 +148,25 @@ page_request parse_page(const httplib::Request& req, IsStatus valid_status) {
   return p;
 }
 
+/// `{"<key>": [rows...], "nextCursor": "<last id>" | null}`: a cursor only when the page is full.
+template <class Row, class Write>
+std::string page_json(std::string_view key, const std::vector<Row>& rows, int limit, Write write) {
+  json_writer w;
+  w.start_object();
+  w.key(key);
+  w.start_array();
+  for (const auto& r : rows)
+    write(w, r);
+  w.end_array();
+  w.key("nextCursor");
+  if (static_cast<int>(rows.size()) == limit)
+    w.value(std::to_string(rows.back().id));
+  else
+    w.null();
+  w.end_object();
+  return w.str();
+}
+
 template <class T> T value_or_422(std::variant<T, domain::field_errors> v) {
   if (auto* errors = std::get_if<domain::field_errors>(&v))
     throw validation_error(*errors);
@@ -252,20 +271,9 @@ void api_server::install_routes() {
     if (page.status)
       status = domain::parse_order_status(*page.status);
     auto orders = deps_.orders.list(status, page.before, page.limit);
-    json_writer w;
-    w.start_object();
-    w.key("orders");
-    w.start_array();
-    for (const auto& o : orders)
-      write_order(w, o);
-    w.end_array();
-    w.key("nextCursor");
-    if (static_cast<int>(orders.size()) == page.limit)
-      w.value(std::to_string(orders.back().id));
-    else
-      w.null();
-    w.end_object();
-    reply(res, 200, w.str());
+    reply(res, 200, page_json("orders", orders, page.limit, [](json_writer& w, const auto& r) {
+            write_order(w, r);
+          }));
   });
 
   s.Get(R"(/api/orders/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -356,20 +364,9 @@ void api_server::install_routes() {
     if (req.has_param("eventType"))
       f.event_type = req.get_param_value("eventType");
     auto rows = deps_.outbox.events(f);
-    json_writer w;
-    w.start_object();
-    w.key("events");
-    w.start_array();
-    for (const auto& e : rows)
-      write_event(w, e);
-    w.end_array();
-    w.key("nextCursor");
-    if (static_cast<int>(rows.size()) == page.limit)
-      w.value(std::to_string(rows.back().id));
-    else
-      w.null();
-    w.end_object();
-    reply(res, 200, w.str());
+    reply(res, 200, page_json("events", rows, page.limit, [](json_writer& w, const auto& r) {
+            write_event(w, r);
+          }));
   });
 
   s.Get(R"(/api/outbox/events/([^/]+))",
@@ -396,20 +393,9 @@ void api_server::install_routes() {
       return s == "PENDING" || s == "PROCESSING" || s == "PROCESSED" || s == "FAILED";
     });
     auto rows = deps_.dead_letters.list(page.status, page.before, page.limit);
-    json_writer w;
-    w.start_object();
-    w.key("deadLetters");
-    w.start_array();
-    for (const auto& d : rows)
-      write_dead_letter(w, d);
-    w.end_array();
-    w.key("nextCursor");
-    if (static_cast<int>(rows.size()) == page.limit)
-      w.value(std::to_string(rows.back().id));
-    else
-      w.null();
-    w.end_object();
-    reply(res, 200, w.str());
+    reply(res, 200, page_json("deadLetters", rows, page.limit, [](json_writer& w, const auto& r) {
+            write_dead_letter(w, r);
+          }));
   });
 
   s.Get(R"(/api/dlq/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {

@@ -159,8 +159,8 @@ void outbox_repository::record_attempt(const attempt_row& a) {
   pqxx::work tx(conn_);
   tx.exec_prepared("outbox_record_attempt", a.event_id, a.aggregate_id, a.event_type, a.destination,
                    a.fanout_order, a.attempt, a.endpoint_url, a.http_method, a.idempotency_key,
-                   a.request_payload_json, a.response_status, a.response_payload_json, a.response_text, a.outcome,
-                   a.error_message, a.duration_ms);
+                   a.request_payload_json, a.response_status, a.response_payload_json,
+                   a.response_text, a.outcome, a.error_message, a.duration_ms);
   tx.commit();
 }
 

@@ -96,10 +96,9 @@ void outboxd_process::restart() {
 }
 
 simulator_process::simulator_process()
-    : port(free_port()),
-      process({OUTBOXD_BINARY, "simulator", "--port", std::to_string(port)}, {},
-              "/tmp/outboxd-e2e-" + std::to_string(::getpid()) + "-simulator-" +
-                  std::to_string(port) + ".log") {
+    : port(free_port()), process({OUTBOXD_BINARY, "simulator", "--port", std::to_string(port)}, {},
+                                 "/tmp/outboxd-e2e-" + std::to_string(::getpid()) + "-simulator-" +
+                                     std::to_string(port) + ".log") {
   http_client c(port);
   REQUIRE(wait_until([&] { return c.get("/healthz").status == 200; }, std::chrono::seconds(10)));
 }

@@ -58,7 +58,8 @@ void engine::stop() {
 }
 
 bool engine::listening() const {
-  return !ctx_->settings.outbox.use_listen_notify || ctx_->listener_connected;
+  const auto& s = ctx_->settings.outbox;
+  return !s.enabled || !s.use_listen_notify || ctx_->listener_connected;
 }
 
 } // namespace outboxd::actors

@@ -72,13 +72,6 @@ std::int64_t now_unix_ms() {
       .count();
 }
 
-/// The failure of one call, as recorded and as the event's last_error.
-struct failure {
-  domain::call_outcome outcome = domain::call_outcome::non_retryable;
-  std::string error;
-  std::optional<milliseconds> retry_after;
-};
-
 /// Fills the response columns of `row` from `r`, and the error for a non-success.
 void fill_response(persistence::attempt_row& row, const http::call_result& r,
                    domain::call_outcome outcome) {
@@ -151,7 +144,7 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
     previous[done.destination] = docs.parse(done.response_json);
 
   auto claimed_at = std::chrono::steady_clock::now();
-  std::optional<failure> failed;
+  std::optional<step_result> failed;
   std::string failed_destination;
   const auto& names = fanout->second;
   for (std::size_t i = 0; i < names.size() && !failed; ++i) {
@@ -175,86 +168,13 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
       }
       claimed_at = std::chrono::steady_clock::now();
     }
-    const auto& dest = s.http.destinations.at(name);
-    const rapidjson::Value* entry = nullptr;
-    if (auto it = payloads.FindMember(name.c_str()); it != payloads.MemberEnd())
-      entry = &it->value;
-    const rapidjson::Value* payload = nullptr;
-    std::map<std::string, std::string> path_params;
-    if (entry && entry->IsObject()) {
-      if (auto p = entry->FindMember("payload"); p != entry->MemberEnd())
-        payload = &p->value;
-      if (auto pp = entry->FindMember("pathParams");
-          pp != entry->MemberEnd() && pp->value.IsObject())
-        for (const auto& m : pp->value.GetObject())
-          if (m.value.IsString())
-            path_params[m.name.GetString()] = m.value.GetString();
-    }
-
-    persistence::attempt_row row;
-    row.event_id = e.id;
-    row.aggregate_id = e.aggregate_id;
-    row.event_type = e.event_type;
-    row.destination = name;
-    row.fanout_order = static_cast<int>(i);
-    row.attempt = attempt;
-    row.http_method = dest.method;
-
-    auto choice = domain::choose_route(dest, payload, previous);
-    if (choice.what != domain::route_choice::kind::call) {
-      row.outcome = choice.what == domain::route_choice::kind::skip ? "skipped" : "non_retryable";
-      row.error_message = choice.reason;
-      record(row);
-      log::info(name_, "event {} {} {} {}: {} {}", e.id, e.event_type, e.aggregate_type,
-                e.aggregate_id, row.outcome == "skipped" ? "skipped" : "failed", choice.reason);
-      if (choice.what == domain::route_choice::kind::fail) {
-        failed = failure{domain::call_outcome::non_retryable, choice.reason, {}};
-        failed_destination = name;
-      }
+    auto step = call_step(e, i, name, payloads, previous, attempt);
+    if (step.outcome == domain::call_outcome::success) {
+      if (!step.skipped)
+        previous[name] = docs.parse(step.response_json);
       continue;
     }
-    auto url = domain::fill_url(choice.chosen->url, path_params);
-    if (!url) {
-      row.endpoint_url = choice.chosen->url;
-      row.outcome = "non_retryable";
-      row.error_message = url.err().message;
-      record(row);
-      failed = failure{domain::call_outcome::non_retryable, url.err().message, {}};
-      failed_destination = name;
-      break;
-    }
-    row.endpoint_url = url.value();
-    http::call_request req;
-    req.method = dest.method;
-    req.url = url.value();
-    req.connect_timeout = dest.connect_timeout;
-    req.read_timeout = dest.timeout;
-    row.idempotency_key = fmt::format("{}:{}", e.id, name);
-    req.headers = {{"Idempotency-Key", *row.idempotency_key},
-                   {"X-Event-Id", std::to_string(e.id)},
-                   {"X-Event-Type", e.event_type},
-                   {"X-Aggregate-Id", e.aggregate_id},
-                   {"X-Destination", name}};
-    req.headers.insert(req.headers.end(), dest.headers.begin(), dest.headers.end());
-    if (sends_body(dest.method)) {
-      req.body = payload ? to_json(*payload) : "{}";
-      row.request_payload_json = req.body;
-    }
-    auto result = caller_.call(req);
-    auto outcome = result.status ? domain::classify(dest.method, result.status)
-                                 : domain::call_outcome::retryable;
-    fill_response(row, result, outcome);
-    record(row);
-    log::info(name_, "event {} {} {} {} → {} {} {} {} {}ms attempt {}", e.id, e.event_type,
-              e.aggregate_type, e.aggregate_id, name, dest.method, row.endpoint_url,
-              result.status ? std::to_string(*result.status) : result.error,
-              result.duration.count(), attempt);
-    if (outcome == domain::call_outcome::success) {
-      previous[name] = docs.parse(row.response_payload_json);
-      continue;
-    }
-    failed = failure{outcome, *row.error_message,
-                     domain::parse_retry_after(result.retry_after, now_unix_ms())};
+    failed = std::move(step);
     failed_destination = name;
   }
 
@@ -291,6 +211,90 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
   } else {
     lease_lost(e, "dead letter");
   }
+}
+
+event_runner::step_result event_runner::call_step(const persistence::claimed_event& e,
+                                                  std::size_t index, const std::string& name,
+                                                  const rapidjson::Value& payloads,
+                                                  const domain::previous_responses& previous,
+                                                  int attempt) {
+  const auto& dest = ctx_.settings.http.destinations.at(name);
+  const rapidjson::Value* entry = nullptr;
+  if (auto it = payloads.FindMember(name.c_str()); it != payloads.MemberEnd())
+    entry = &it->value;
+  const rapidjson::Value* payload = nullptr;
+  std::map<std::string, std::string> path_params;
+  if (entry && entry->IsObject()) {
+    if (auto p = entry->FindMember("payload"); p != entry->MemberEnd())
+      payload = &p->value;
+    if (auto pp = entry->FindMember("pathParams"); pp != entry->MemberEnd() && pp->value.IsObject())
+      for (const auto& m : pp->value.GetObject())
+        if (m.value.IsString())
+          path_params[m.name.GetString()] = m.value.GetString();
+  }
+
+  persistence::attempt_row row;
+  row.event_id = e.id;
+  row.aggregate_id = e.aggregate_id;
+  row.event_type = e.event_type;
+  row.destination = name;
+  row.fanout_order = static_cast<int>(index);
+  row.attempt = attempt;
+  row.http_method = dest.method;
+
+  auto choice = domain::choose_route(dest, payload, previous);
+  if (choice.what != domain::route_choice::kind::call) {
+    bool skip = choice.what == domain::route_choice::kind::skip;
+    row.outcome = skip ? "skipped" : "non_retryable";
+    row.error_message = choice.reason;
+    record(row);
+    log::info(name_, "event {} {} {} {}: {} {}", e.id, e.event_type, e.aggregate_type,
+              e.aggregate_id, skip ? "skipped" : "failed", choice.reason);
+    if (skip)
+      return {domain::call_outcome::success, true, {}, {}, {}};
+    return {domain::call_outcome::non_retryable, false, choice.reason, {}, {}};
+  }
+  auto url = domain::fill_url(choice.chosen->url, path_params);
+  if (!url) {
+    row.endpoint_url = choice.chosen->url;
+    row.outcome = "non_retryable";
+    row.error_message = url.err().message;
+    record(row);
+    return {domain::call_outcome::non_retryable, false, url.err().message, {}, {}};
+  }
+  row.endpoint_url = url.value();
+  http::call_request req;
+  req.method = dest.method;
+  req.url = url.value();
+  req.connect_timeout = dest.connect_timeout;
+  req.read_timeout = dest.timeout;
+  row.idempotency_key = fmt::format("{}:{}", e.id, name);
+  req.headers = {{"Idempotency-Key", *row.idempotency_key},
+                 {"X-Event-Id", std::to_string(e.id)},
+                 {"X-Event-Type", e.event_type},
+                 {"X-Aggregate-Id", e.aggregate_id},
+                 {"X-Destination", name}};
+  req.headers.insert(req.headers.end(), dest.headers.begin(), dest.headers.end());
+  if (sends_body(dest.method)) {
+    req.body = payload ? to_json(*payload) : "{}";
+    row.request_payload_json = req.body;
+  }
+  auto result = caller_.call(req);
+  auto outcome = result.status ? domain::classify(dest.method, result.status)
+                               : domain::call_outcome::retryable;
+  fill_response(row, result, outcome);
+  record(row);
+  log::info(name_, "event {} {} {} {} → {} {} {} {} {}ms attempt {}", e.id, e.event_type,
+            e.aggregate_type, e.aggregate_id, name, dest.method, row.endpoint_url,
+            result.status ? std::to_string(*result.status) : result.error, result.duration.count(),
+            attempt);
+  if (outcome == domain::call_outcome::success)
+    return {outcome, false, {}, {}, row.response_payload_json};
+  return {outcome,
+          false,
+          *row.error_message,
+          domain::parse_retry_after(result.retry_after, now_unix_ms()),
+          {}};
 }
 
 void event_runner::lease_lost(const persistence::claimed_event& e, const char* what) {
@@ -341,10 +345,55 @@ void event_runner::run_cancellation(const persistence::claimed_event& e) {
              e.aggregate_type, e.aggregate_id, result.error);
 }
 
+std::optional<compensation_result>
+event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt) {
+  const auto& s = ctx_.settings;
+  auto body = repo_.body_of(original_event_id);
+  if (!body)
+    return std::nullopt;
+  auto fanout = s.http.fanout.find(body->event_type);
+  if (fanout == s.http.fanout.end())
+    return std::nullopt;
+  auto name = domain::uncertain_step(fanout->second, repo_.step_states(original_event_id));
+  if (!name)
+    return std::nullopt;
+  const auto& dest = s.http.destinations.at(*name);
+  if (std::none_of(dest.routes.begin(), dest.routes.end(),
+                   [](const domain::route& r) { return r.revert.has_value(); }))
+    return std::nullopt; // nothing of it could be undone anyway
+  rapidjson::Document payloads;
+  payloads.Parse(body->payloads_json.data(), body->payloads_json.size());
+  if (payloads.HasParseError() || !payloads.IsObject())
+    return std::nullopt;
+  documents docs;
+  domain::previous_responses previous;
+  for (const auto& done : repo_.successes(original_event_id))
+    previous[done.destination] = docs.parse(done.response_json);
+  auto index = static_cast<std::size_t>(
+      std::find(fanout->second.begin(), fanout->second.end(), *name) - fanout->second.begin());
+  log::info(name_,
+            "event {} {} {}: {} may have been applied (no definite answer); re-sending it with "
+            "its Idempotency-Key before reverting",
+            original_event_id, body->aggregate_type, body->aggregate_id, *name);
+  persistence::claimed_event e{
+      original_event_id,   0, body->aggregate_type, body->aggregate_id, body->event_type,
+      body->payloads_json, 0};
+  auto step = call_step(e, index, *name, payloads, previous, attempt);
+  if (step.outcome != domain::call_outcome::retryable)
+    return std::nullopt; // applied (now reverted with the rest) or refused for good
+  compensation_result out;
+  out.what = compensation_result::kind::retryable;
+  out.error = *name + " (re-sent to settle an unanswered call): " + step.error;
+  out.retry_after = step.retry_after;
+  return out;
+}
+
 compensation_result event_runner::compensate(std::int64_t original_event_id,
                                              const std::string& aggregate_id,
                                              const std::string& row_event_type, int attempt) {
   const auto& s = ctx_.settings;
+  if (auto unsettled = settle_uncertain_step(original_event_id, attempt))
+    return *unsettled;
   documents docs;
   auto steps = repo_.successes(original_event_id);
   auto reverted_list = repo_.reverted_destinations(original_event_id);

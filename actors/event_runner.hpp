@@ -4,6 +4,7 @@
 #pragma once
 
 #include "actors/messages.hpp"
+#include "domain/delivery.hpp"
 #include "http/caller.hpp"
 #include "persistence/outbox_repository.hpp"
 
@@ -43,6 +44,24 @@ public:
                                         const conf::backoff_settings& backoff);
 
 private:
+  /// How one forward call ended.
+  struct step_result {
+    domain::call_outcome outcome = domain::call_outcome::success;
+    bool skipped = false; // no route matched an optional destination (counts as a success)
+    std::string error;
+    std::optional<std::chrono::milliseconds> retry_after;
+    std::optional<std::string> response_json; // of a success
+  };
+
+  /// Calls destination `name` (position `index` of the fan-out) of event `e` with its
+  /// Idempotency-Key and records the attempt.
+  step_result call_step(const persistence::claimed_event& e, std::size_t index,
+                        const std::string& name, const rapidjson::Value& payloads,
+                        const domain::previous_responses& previous, int attempt);
+  /// Re-sends the uncertain step of `original_event_id` (domain::uncertain_step), so that what
+  /// the remote applied is known and can be reverted. nullopt when settled (or nothing to do).
+  std::optional<compensation_result> settle_uncertain_step(std::int64_t original_event_id,
+                                                           int attempt);
   /// Appends an attempt row and counts it in the metrics.
   void record(const persistence::attempt_row& row);
   void lease_lost(const persistence::claimed_event& e, const char* what);

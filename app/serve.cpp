@@ -143,7 +143,10 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
     log::error("main", "{}", e.what());
     return exit_failure;
   }
-  engine.start();
+  if (settings.outbox.enabled)
+    engine.start();
+  else
+    log::info("main", "outbox.enabled=false: taking orders, processing none");
   server.start();
   log::info("main", "outboxd listening on http://{}:{} (web UI: http://{}:{}/)",
             settings.server.host, port,

@@ -38,6 +38,7 @@ struct backoff_settings {
 };
 
 struct outbox_settings {
+  bool enabled = true; // false: intake and API only, no processors in this process
   int pool_size = 3;
   int batch_size = 100;
   milliseconds poll_interval{2000};

@@ -65,4 +65,13 @@ struct dead_letter_record {
   std::optional<std::string> resolved_at;
 };
 
+/// Where one forward step of an event stands, from its attempt rows.
+enum class step_state {
+  succeeded, // some attempt succeeded
+  skipped,   // no route matched and the destination is optional
+  refused,   // answered with a definitive refusal (or could not be called at all)
+  uncertain, // only timeouts, cut connections or transient errors, or no row at all (a crash
+             // during the call): the remote may have applied it
+};
+
 } // namespace outboxd::domain

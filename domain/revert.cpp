@@ -262,4 +262,22 @@ expected<revert_call> build_revert(const revert_template& t, const rapidjson::Va
   return call;
 }
 
+std::optional<std::string> uncertain_step(const std::vector<std::string>& fanout,
+                                          const std::map<std::string, step_state>& states) {
+  constexpr std::string_view revert_suffix = ".revert";
+  for (const auto& [name, state] : states)
+    if (name.size() > revert_suffix.size() && name.ends_with(revert_suffix))
+      return std::nullopt;
+  for (const auto& name : fanout) {
+    auto it = states.find(name);
+    auto state = it == states.end() ? step_state::uncertain : it->second;
+    if (state == step_state::succeeded || state == step_state::skipped)
+      continue;
+    if (state == step_state::uncertain)
+      return name;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 } // namespace outboxd::domain

@@ -3,12 +3,15 @@
 #pragma once
 
 #include "domain/expected.hpp"
+#include "domain/outbox.hpp"
 #include "domain/routing.hpp"
 
+#include <map>
 #include <optional>
 #include <rapidjson/document.h>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace outboxd::domain {
 
@@ -35,5 +38,14 @@ struct revert_call {
 /// not be counted as done.
 expected<revert_call> build_revert(const revert_template& t, const rapidjson::Value* request,
                                    const rapidjson::Value* response);
+
+/// The step a compensation must settle before it reverts: the first destination of `fanout`
+/// that neither succeeded nor was skipped, when it is uncertain (a destination missing from
+/// `states` is uncertain). Re-sending it with its Idempotency-Key tells: a remote that applied
+/// it answers with the stored result (which can then be reverted); one that did not applies it
+/// now (and it is reverted). nullopt when there is nothing uncertain, and once `states` holds
+/// any "<destination>.revert": settling comes before the first revert, so it is done.
+std::optional<std::string> uncertain_step(const std::vector<std::string>& fanout,
+                                          const std::map<std::string, step_state>& states);
 
 } // namespace outboxd::domain

@@ -446,7 +446,10 @@ struct simulator::impl {
     }
 
     sleep(d.latency);
-    if (d.fail) {
+    // Transient failures (5xx, 429) happen in front of the key store, replays included; a
+    // refusal (other 4xx) never contradicts a result the service already gave for the key.
+    bool transient = d.status >= 500 || d.status == 429;
+    if (d.fail && (!replay || transient)) {
       auto r = failure_response(ep.knob, c, d.status, d.retry_after);
       send(res, r);
       log_call(c, r.status, "injected failure");

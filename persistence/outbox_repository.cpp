@@ -42,6 +42,23 @@ SELECT DISTINCT ON (destination) destination, fanout_order, endpoint_url,
  WHERE event_id = $1 AND outcome = 'success' AND destination NOT LIKE '%.revert'
  ORDER BY destination, id DESC)sql";
 
+constexpr const char* step_states_sql = R"sql(
+SELECT destination,
+       CASE WHEN bool_or(outcome = 'success') THEN 'succeeded'
+            WHEN bool_or(outcome = 'skipped') THEN 'skipped'
+            WHEN bool_or(outcome = 'non_retryable') THEN 'refused'
+            ELSE 'uncertain' END
+  FROM aggregate_results
+ WHERE event_id = $1
+ GROUP BY destination)sql";
+
+constexpr const char* body_sql = R"sql(
+(SELECT aggregate_type, aggregate_id, event_type, payloads::text FROM outbox_events WHERE id = $1)
+UNION ALL
+(SELECT aggregate_type, aggregate_id, event_type, payloads::text FROM dead_letter_events
+  WHERE original_event_id = $1)
+LIMIT 1)sql";
+
 constexpr const char* reverted_sql = R"sql(
 SELECT DISTINCT left(destination, -7) FROM aggregate_results
  WHERE event_id = $1 AND outcome = 'success' AND destination LIKE '%.revert')sql";
@@ -135,6 +152,8 @@ outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks
   conn_.prepare("outbox_retry", retry_sql);
   conn_.prepare("outbox_dead", dead_sql);
   conn_.prepare("outbox_insert_dead_letter", insert_dead_letter_sql);
+  conn_.prepare("outbox_step_states", step_states_sql);
+  conn_.prepare("outbox_body", body_sql);
   conn_.prepare("outbox_release", release_sql);
   conn_.prepare("outbox_expired", expired_sql);
   conn_.prepare("outbox_reap_back", reap_back_sql);
@@ -174,6 +193,28 @@ std::vector<stored_success> outbox_repository::successes(std::int64_t event_id) 
     return a.fanout_order < b.fanout_order;
   });
   return out;
+}
+
+std::map<std::string, domain::step_state> outbox_repository::step_states(std::int64_t event_id) {
+  pqxx::read_transaction tx(conn_);
+  std::map<std::string, domain::step_state> out;
+  for (const auto& r : tx.exec_prepared("outbox_step_states", event_id)) {
+    auto state = r[1].as<std::string>();
+    out[r[0].as<std::string>()] = state == "succeeded" ? domain::step_state::succeeded
+                                  : state == "skipped" ? domain::step_state::skipped
+                                  : state == "refused" ? domain::step_state::refused
+                                                       : domain::step_state::uncertain;
+  }
+  return out;
+}
+
+std::optional<event_body> outbox_repository::body_of(std::int64_t event_id) {
+  pqxx::read_transaction tx(conn_);
+  auto r = tx.exec_prepared("outbox_body", event_id);
+  if (r.empty())
+    return std::nullopt;
+  return event_body{r[0][0].as<std::string>(), r[0][1].as<std::string>(), r[0][2].as<std::string>(),
+                    r[0][3].as<std::string>()};
 }
 
 std::vector<std::string> outbox_repository::reverted_destinations(std::int64_t event_id) {

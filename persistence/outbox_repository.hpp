@@ -40,6 +40,14 @@ struct stored_success {
   std::optional<std::string> response_json;
 };
 
+/// What an event asked for, read back by a compensation that must re-send one of its calls.
+struct event_body {
+  std::string aggregate_type;
+  std::string aggregate_id;
+  std::string event_type;
+  std::string payloads_json;
+};
+
 /// Hooks by aggregate type ("order" → order_hooks).
 using hooks_by_type = std::map<std::string, aggregate_hooks*, std::less<>>;
 
@@ -65,6 +73,13 @@ public:
   /// The latest successful forward attempt per destination of `event_id` (resume and
   /// compensation input), in fan-out order.
   std::vector<stored_success> successes(std::int64_t event_id);
+
+  /// How each destination of `event_id` stands, reverts ("<destination>.revert") included;
+  /// destinations without rows are absent.
+  std::map<std::string, domain::step_state> step_states(std::int64_t event_id);
+
+  /// The type and payloads of `event_id`, from the outbox or else from its dead letter.
+  std::optional<event_body> body_of(std::int64_t event_id);
 
   /// Destinations of `event_id` that already have a successful `<destination>.revert` row.
   std::vector<std::string> reverted_destinations(std::int64_t event_id);

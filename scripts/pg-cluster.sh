@@ -2,7 +2,8 @@
 # A private PostgreSQL cluster in a folder of ours, reachable only through a Unix socket (so it
 # never needs or takes a TCP port). Runs the server as the postgres user when we are root.
 #   scripts/pg-cluster.sh start DIR   create on first use, start, print the connection string
-#   scripts/pg-cluster.sh stop DIR    stop (fast shutdown) if running
+#   scripts/pg-cluster.sh stop DIR [fast|immediate]
+#                                     stop if running (fast shutdown unless immediate is asked)
 #   scripts/pg-cluster.sh conninfo DIR
 # PG_EXTRA_OPTS adds server options, e.g. "-c fsync=off" for throwaway test clusters.
 set -euo pipefail
@@ -58,7 +59,9 @@ case "$cmd" in
     ;;
   stop)
     if [[ -f "$dir/data/PG_VERSION" ]] && as_owner "$bindir/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
-      as_owner "$bindir/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null
+      mode=${3:-fast}
+      [[ "$mode" == fast || "$mode" == immediate ]] || { echo "pg-cluster: stop mode is fast or immediate" >&2; exit 2; }
+      as_owner "$bindir/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null
     fi
     ;;
   conninfo)

@@ -172,6 +172,46 @@ TEST_CASE("an ambiguous timeout is retried with the same Idempotency-Key and cha
   check_consistent(p);
 }
 
+TEST_CASE("a charge left unanswered when retries ran out is settled by re-sending it, then "
+          "refunded") {
+  outboxd_process p("unanswered", fresh_database("outboxd_e2e_unanswered"),
+                    {"--set", "http.routes.billing.timeout=300ms", "--set", "outbox.maxRetries=0"});
+  p.wait_ready();
+  // The charge is made but answered too late: the only attempt times out and the event is
+  // dead-lettered with the charge applied.
+  p.knobs(R"({"billing.charge":{"lateRate":1.0,"lateMs":1000}})");
+  p.create_order();
+  auto id = p.create_order();
+  CHECK(p.wait_status(id, "FAILED") == "FAILED");
+  auto a = attempts(p.timeline(id));
+  CHECK(a == std::vector<std::string>{"inventory:success", "fraudCheck:success", "shipping:success",
+                                      "billing:retryable", "billing:success",
+                                      "billing.revert:success", "shipping.revert:success",
+                                      "fraudCheck.revert:skipped", "inventory.revert:success"});
+  auto ledger = p.ledger(id);
+  auto charges = ledger_entries(ledger, "billing.charge");
+  REQUIRE(charges.size() == 1);
+  CHECK(std::string((*charges[0])["state"].GetString()) == "reverted");
+  CHECK((*charges[0])["revertRequests"].GetInt() == 1);
+  CHECK(p.output().find("billing may have been applied") != std::string::npos);
+  check_consistent(p);
+}
+
+TEST_CASE("a step refused for good is not re-sent by the compensation") {
+  outboxd_process p("refused", fresh_database("outboxd_e2e_refused"));
+  p.wait_ready();
+  p.knobs(R"({"billing.charge":{"failNext":1,"failureStatus":422}})");
+  p.create_order();
+  auto id = p.create_order();
+  CHECK(p.wait_status(id, "FAILED") == "FAILED");
+  auto a = attempts(p.timeline(id));
+  CHECK(count(a, "billing:non_retryable") == 1);
+  CHECK(count(a, "billing:success") == 0);
+  auto ledger = p.ledger(id);
+  CHECK(ledger_entries(ledger, "billing.charge").empty());
+  check_consistent(p);
+}
+
 TEST_CASE_FIXTURE(
     engine_fixture,
     "cancelling a confirmed order reverts billing, shipping and inventory in that order") {

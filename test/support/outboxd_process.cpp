@@ -1,8 +1,11 @@
 // outboxd test processes: started with the binary under test (OUTBOXD_BINARY).
 #include "test/support/outboxd_process.hpp"
 
+#include "conf/knobs.hpp"
+
 #include <csignal>
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 namespace outboxd::test {
@@ -39,16 +42,18 @@ void outboxd_process::launch() {
 }
 
 void outboxd_process::wait_ready() {
-  bool ready =
-      wait_until([&] { return client_->get("/readyz").status == 200; }, std::chrono::seconds(30));
-  REQUIRE_MESSAGE(ready, output());
+  wait_up();
   // Every test starts from a quiet outside world: no random failures.
-  knobs(R"({"inventory.reserve":{"failureRate":0},"inventory.release":{"failureRate":0},
-            "fraudCheck.check":{"failureRate":0},"shipping.domestic.create":{"failureRate":0},
-            "shipping.domestic.cancel":{"failureRate":0},"shipping.international.create":{"failureRate":0},
-            "shipping.international.cancel":{"failureRate":0},"billing.charge":{"failureRate":0},
-            "billing.refund":{"failureRate":0},"highValue.process":{"failureRate":0},
-            "highValue.cancel":{"failureRate":0},"notifications.send":{"failureRate":0}})");
+  quiet_world();
+}
+
+void outboxd_process::wait_up(std::chrono::milliseconds timeout) {
+  bool ready = wait_until([&] { return client_->get("/readyz").status == 200; }, timeout);
+  REQUIRE_MESSAGE(ready, output());
+}
+
+void outboxd_process::quiet_world() {
+  knobs(every_knob(R"({"failureRate":0,"lateRate":0})"));
 }
 
 void outboxd_process::knobs(const std::string& services_json) {
@@ -106,6 +111,13 @@ simulator_process::simulator_process()
 std::vector<std::string> simulator_process::outboxd_args() const {
   return {"--set", "simulator.enabled=false", "--set",
           "simulator.baseUrl=http://127.0.0.1:" + std::to_string(port)};
+}
+
+std::string every_knob(const std::string& fields) {
+  std::string services;
+  for (auto knob : conf::knob_names)
+    services += fmt::format(R"({}"{}":{})", services.empty() ? "" : ",", knob, fields);
+  return "{" + services + "}";
 }
 
 std::vector<const rapidjson::Value*> ledger_entries(const http_response& ledger,

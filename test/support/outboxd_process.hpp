@@ -23,8 +23,12 @@ public:
   /// --set simulator.enabled=false --set simulator.baseUrl=...).
   void use_simulator(int port) { simulator_ = std::make_unique<http_client>(port); }
 
-  /// Waits until /readyz answers 200 (fails the test otherwise).
+  /// Waits until /readyz answers 200, then quiet_world().
   void wait_ready();
+  /// Waits until /readyz answers 200 (fails the test otherwise); leaves the knobs alone.
+  void wait_up(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  /// Every simulator knob back to no failures, no late answers.
+  void quiet_world();
   /// Sets simulator knobs: `services_json` is the "services" object of PUT /api/simulator/config.
   void knobs(const std::string& services_json);
   /// Creates an order and returns its id.
@@ -68,6 +72,10 @@ struct simulator_process {
   /// The --set arguments that point an outboxd at this simulator.
   std::vector<std::string> outboxd_args() const;
 };
+
+/// A "services" object for knobs(): every simulator knob with the same `fields`, e.g.
+/// `{"failureRate":0.2}`.
+std::string every_knob(const std::string& fields);
 
 /// Entries of a ledger response whose operation is `operation` (pointers into `ledger`).
 std::vector<const rapidjson::Value*> ledger_entries(const http_response& ledger,

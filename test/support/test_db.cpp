@@ -19,14 +19,14 @@ std::string cluster_conninfo() {
   return url;
 }
 
-std::string fresh_database(const std::string& name) {
+std::string fresh_database(const std::string& name, const std::string& cluster) {
   {
-    pqxx::connection admin(cluster_conninfo());
+    pqxx::connection admin(cluster);
     pqxx::nontransaction tx(admin);
     tx.exec("DROP DATABASE IF EXISTS " + tx.quote_name(name) + " WITH (FORCE)");
     tx.exec("CREATE DATABASE " + tx.quote_name(name));
   }
-  auto conninfo = cluster_conninfo() + " dbname=" + name;
+  auto conninfo = cluster + " dbname=" + name;
   pqxx::connection c(conninfo);
   persistence::migrate(c);
   return conninfo;

@@ -10,9 +10,10 @@ namespace outboxd::test {
 /// explanation when it is not set: these tests need scripts/test.sh or a cluster of your own.
 std::string cluster_conninfo();
 
-/// Drops and creates database `name` on the test cluster, applies the migrations, and returns
-/// its connection string.
-std::string fresh_database(const std::string& name);
+/// Drops and creates database `name` on `cluster` (by default the test cluster), applies the
+/// migrations, and returns its connection string.
+std::string fresh_database(const std::string& name,
+                           const std::string& cluster = cluster_conninfo());
 
 /// Empties every outboxd table and restarts the id sequences.
 void truncate_all(const std::string& conninfo);

@@ -332,8 +332,11 @@ TEST_CASE("override values are typed after the value they replace") {
   auto ok =
       load_with({"server.maxBodyBytes=4096", "simulator.services.inventory.reserve.failureRate=1",
                  "outbox.useListenNotify=FALSE", "log.format=json", "admin.token=12345"},
-                {{"OUTBOXD_SIMULATOR_ENABLED", "0"}, {"OUTBOXD_DATABASE_POOLSIZE", "12"}});
+                {{"OUTBOXD_SIMULATOR_ENABLED", "0"},
+                 {"OUTBOXD_DATABASE_POOLSIZE", "12"},
+                 {"OUTBOXD_OUTBOX_ENABLED", "false"}});
   const auto& s = loaded(ok);
+  CHECK_FALSE(s.outbox.enabled);
   CHECK(s.server.max_body_bytes == 4096);
   CHECK(s.simulator.services.at("inventory.reserve").failure_rate == 1.0);
   CHECK_FALSE(s.outbox.use_listen_notify);

@@ -504,3 +504,36 @@ TEST_CASE("a revert URL template with a placeholder in the host is refused") {
   REQUIRE_FALSE(call.ok());
   CHECK(names(call.err(), "{host}"));
 }
+
+TEST_CASE("the step where the fan-out stopped is uncertain unless it was refused for good") {
+  using enum step_state;
+  const std::vector<std::string> fanout{"inventory", "fraudCheck", "shipping", "billing"};
+  // Stopped at billing after a timeout: the charge may have been made.
+  CHECK(uncertain_step(fanout, {{"inventory", succeeded},
+                                {"fraudCheck", succeeded},
+                                {"shipping", skipped},
+                                {"billing", uncertain}}) == "billing");
+  // Stopped at shipping with no row at all (a crash during the call).
+  CHECK(uncertain_step(fanout, {{"inventory", succeeded}, {"fraudCheck", succeeded}}) ==
+        "shipping");
+  // A definite refusal: nothing was applied, and nothing after it was called.
+  CHECK(uncertain_step(fanout, {{"inventory", succeeded}, {"fraudCheck", refused}}) ==
+        std::nullopt);
+  // Everything succeeded (a cancellation of a confirmed order): nothing to settle.
+  CHECK(uncertain_step(fanout, {{"inventory", succeeded},
+                                {"fraudCheck", succeeded},
+                                {"shipping", succeeded},
+                                {"billing", succeeded}}) == std::nullopt);
+}
+
+TEST_CASE("once a revert was attempted, nothing is settled again") {
+  using enum step_state;
+  const std::vector<std::string> fanout{"inventory", "shipping", "billing"};
+  // The shipping settle succeeded and its revert ran; billing was never called.
+  CHECK(uncertain_step(fanout, {{"inventory", succeeded},
+                                {"shipping", succeeded},
+                                {"shipping.revert", succeeded},
+                                {"inventory.revert", uncertain}}) == std::nullopt);
+  CHECK(uncertain_step(fanout, {{"inventory", succeeded}, {"inventory.revert", refused}}) ==
+        std::nullopt);
+}

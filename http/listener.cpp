@@ -60,12 +60,14 @@ listener::listener(const conf::server_settings& settings, std::string component)
     }
   });
   // Errors the library produces itself (no route, body too large) get the same JSON shape.
-  s.set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+  s.set_error_handler(httplib::Server::HandlerWithResponse(
+      [limit = settings_.max_body_bytes](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty())
           return httplib::Server::HandlerResponse::Unhandled;
         if (res.status == 413)
-          render_error(res, error_kind::payload_too_large, "request body is too large");
+          render_error(
+              res, error_kind::payload_too_large,
+              fmt::format("request body is larger than server.maxBodyBytes ({} bytes)", limit));
         else if (res.status == 404)
           render_error(res, error_kind::not_found,
                        fmt::format("no route for {} {}", req.method, req.path));

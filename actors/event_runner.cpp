@@ -354,7 +354,8 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt)
   auto fanout = s.http.fanout.find(body->event_type);
   if (fanout == s.http.fanout.end())
     return std::nullopt;
-  auto name = domain::uncertain_step(fanout->second, repo_.step_states(original_event_id));
+  auto name = domain::uncertain_step(fanout->second, repo_.step_states(original_event_id),
+                                     body->attempts.value_or(0));
   if (!name)
     return std::nullopt;
   const auto& dest = s.http.destinations.at(*name);

@@ -65,13 +65,20 @@ struct dead_letter_record {
   std::optional<std::string> resolved_at;
 };
 
-/// Where one forward step of an event stands, from its attempt rows.
+/// Where one step of an event stands, from its attempt rows.
 enum class step_state {
-  succeeded, // some attempt succeeded
-  skipped,   // no route matched and the destination is optional
-  refused,   // answered with a definitive refusal (or could not be called at all)
-  uncertain, // only timeouts, cut connections or transient errors, or no row at all (a crash
-             // during the call): the remote may have applied it
+  succeeded,  // some attempt succeeded
+  skipped,    // no route matched and the destination is optional
+  refused,    // answered with a definitive refusal (or could not be called at all)
+  answered,   // every attempt got a transient error answer (5xx, 429, ...)
+  unanswered, // some attempt got no answer: a timeout or a cut connection
+};
+
+/// A step's attempt rows in short.
+struct step_history {
+  step_state state = step_state::answered;
+  int first_attempt = 0;     // the event attempt of its first row
+  int attempts_recorded = 0; // distinct event attempts with a row
 };
 
 } // namespace outboxd::domain

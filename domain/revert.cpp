@@ -263,19 +263,30 @@ expected<revert_call> build_revert(const revert_template& t, const rapidjson::Va
 }
 
 std::optional<std::string> uncertain_step(const std::vector<std::string>& fanout,
-                                          const std::map<std::string, step_state>& states) {
+                                          const std::map<std::string, step_history>& steps,
+                                          int event_attempts) {
   constexpr std::string_view revert_suffix = ".revert";
-  for (const auto& [name, state] : states)
+  for (const auto& [name, step] : steps)
     if (name.size() > revert_suffix.size() && name.ends_with(revert_suffix))
       return std::nullopt;
   for (const auto& name : fanout) {
-    auto it = states.find(name);
-    auto state = it == states.end() ? step_state::uncertain : it->second;
-    if (state == step_state::succeeded || state == step_state::skipped)
+    auto it = steps.find(name);
+    if (it == steps.end())
+      return name; // stopped here without a row: a crash during its first call
+    const auto& step = it->second;
+    switch (step.state) {
+    case step_state::succeeded:
+    case step_state::skipped:
       continue;
-    if (state == step_state::uncertain)
+    case step_state::refused:
+      return std::nullopt;
+    case step_state::unanswered:
       return name;
-    return std::nullopt;
+    case step_state::answered:
+      if (step.attempts_recorded < event_attempts - step.first_attempt + 1)
+        return name; // a run reached it and left no row
+      return std::nullopt;
+    }
   }
   return std::nullopt;
 }

@@ -39,13 +39,17 @@ struct revert_call {
 expected<revert_call> build_revert(const revert_template& t, const rapidjson::Value* request,
                                    const rapidjson::Value* response);
 
-/// The step a compensation must settle before it reverts: the first destination of `fanout`
-/// that neither succeeded nor was skipped, when it is uncertain (a destination missing from
-/// `states` is uncertain). Re-sending it with its Idempotency-Key tells: a remote that applied
-/// it answers with the stored result (which can then be reverted); one that did not applies it
-/// now (and it is reverted). nullopt when there is nothing uncertain, and once `states` holds
-/// any "<destination>.revert": settling comes before the first revert, so it is done.
+/// The step a compensation must settle before it reverts, if any: the first destination of
+/// `fanout` that neither succeeded nor was skipped, when the remote may have applied it without
+/// outboxd knowing: one of its calls got no answer, or a run of the event left no row for it (a
+/// crash mid-call; the event's attempts are counted up to `event_attempts`), or it has no row
+/// at all. Re-sending it with its Idempotency-Key tells: a remote that applied it answers with
+/// the stored result (which is then reverted); one that did not applies it now (and it is
+/// reverted). A step that was refused, or answered with transient errors on every run, is left
+/// alone. nullopt too once `steps` holds any "<destination>.revert": settling comes before the
+/// first revert, so it is done.
 std::optional<std::string> uncertain_step(const std::vector<std::string>& fanout,
-                                          const std::map<std::string, step_state>& states);
+                                          const std::map<std::string, step_history>& steps,
+                                          int event_attempts);
 
 } // namespace outboxd::domain

@@ -47,15 +47,18 @@ SELECT destination,
        CASE WHEN bool_or(outcome = 'success') THEN 'succeeded'
             WHEN bool_or(outcome = 'skipped') THEN 'skipped'
             WHEN bool_or(outcome = 'non_retryable') THEN 'refused'
-            ELSE 'uncertain' END
+            WHEN bool_or(response_status IS NULL) THEN 'unanswered'
+            ELSE 'answered' END,
+       min(attempt), count(DISTINCT attempt)
   FROM aggregate_results
  WHERE event_id = $1
  GROUP BY destination)sql";
 
 constexpr const char* body_sql = R"sql(
-(SELECT aggregate_type, aggregate_id, event_type, payloads::text FROM outbox_events WHERE id = $1)
+(SELECT aggregate_type, aggregate_id, event_type, payloads::text, attempts FROM outbox_events
+  WHERE id = $1)
 UNION ALL
-(SELECT aggregate_type, aggregate_id, event_type, payloads::text FROM dead_letter_events
+(SELECT aggregate_type, aggregate_id, event_type, payloads::text, NULL FROM dead_letter_events
   WHERE original_event_id = $1)
 LIMIT 1)sql";
 
@@ -195,15 +198,17 @@ std::vector<stored_success> outbox_repository::successes(std::int64_t event_id) 
   return out;
 }
 
-std::map<std::string, domain::step_state> outbox_repository::step_states(std::int64_t event_id) {
+std::map<std::string, domain::step_history> outbox_repository::step_states(std::int64_t event_id) {
   pqxx::read_transaction tx(conn_);
-  std::map<std::string, domain::step_state> out;
+  std::map<std::string, domain::step_history> out;
   for (const auto& r : tx.exec_prepared("outbox_step_states", event_id)) {
     auto state = r[1].as<std::string>();
-    out[r[0].as<std::string>()] = state == "succeeded" ? domain::step_state::succeeded
-                                  : state == "skipped" ? domain::step_state::skipped
-                                  : state == "refused" ? domain::step_state::refused
-                                                       : domain::step_state::uncertain;
+    out[r[0].as<std::string>()] = {state == "succeeded"    ? domain::step_state::succeeded
+                                   : state == "skipped"    ? domain::step_state::skipped
+                                   : state == "refused"    ? domain::step_state::refused
+                                   : state == "unanswered" ? domain::step_state::unanswered
+                                                           : domain::step_state::answered,
+                                   r[2].as<int>(), r[3].as<int>()};
   }
   return out;
 }
@@ -214,7 +219,7 @@ std::optional<event_body> outbox_repository::body_of(std::int64_t event_id) {
   if (r.empty())
     return std::nullopt;
   return event_body{r[0][0].as<std::string>(), r[0][1].as<std::string>(), r[0][2].as<std::string>(),
-                    r[0][3].as<std::string>()};
+                    r[0][3].as<std::string>(), optional_field<int>(r[0][4])};
 }
 
 std::vector<std::string> outbox_repository::reverted_destinations(std::int64_t event_id) {

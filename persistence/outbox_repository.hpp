@@ -46,6 +46,7 @@ struct event_body {
   std::string aggregate_id;
   std::string event_type;
   std::string payloads_json;
+  std::optional<int> attempts; // finished attempts (unknown once only its dead letter is left)
 };
 
 /// Hooks by aggregate type ("order" → order_hooks).
@@ -76,7 +77,7 @@ public:
 
   /// How each destination of `event_id` stands, reverts ("<destination>.revert") included;
   /// destinations without rows are absent.
-  std::map<std::string, domain::step_state> step_states(std::int64_t event_id);
+  std::map<std::string, domain::step_history> step_states(std::int64_t event_id);
 
   /// The type and payloads of `event_id`, from the outbox or else from its dead letter.
   std::optional<event_body> body_of(std::int64_t event_id);

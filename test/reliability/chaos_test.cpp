@@ -9,6 +9,8 @@
 #include <csignal>
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <iterator>
+#include <sstream>
 
 using namespace outboxd::test;
 using namespace std::chrono;
@@ -54,12 +56,26 @@ std::vector<milliseconds> random_moments(int count, seconds duration, std::uint6
   return out;
 }
 
-/// Runs the workload against `p`, calls `disrupt(i)` at each random moment, then lets the world
-/// heal, waits until everything settled and checks the invariants.
+/// A standalone simulator (the outside world, which outlives outboxd) and an outboxd with the
+/// chaos settings on database `db`, ready.
+struct chaos_world {
+  chaos_world(const std::string& name, std::string database)
+      : db(std::move(database)), p(name, db, chaos_args(sim)) {
+    p.use_simulator(sim.port);
+    p.wait_ready();
+  }
+  simulator_process sim;
+  std::string db;
+  outboxd_process p;
+};
+
+/// Runs the workload against the world's outboxd, calls `disrupt(i)` at each random moment, then
+/// lets the world heal, waits until everything settled and checks the invariants.
 template <class Disrupt>
-void chaos_run(const std::string& scenario, const run_parameters& prm, const std::string& db,
-               outboxd_process& p, const simulator_process& sim, Disrupt&& disrupt,
-               std::map<std::string, std::string> report = {}) {
+void chaos_run(const std::string& scenario, const run_parameters& prm, chaos_world& w,
+               Disrupt&& disrupt) {
+  auto& [sim, db, p] = w;
+  std::map<std::string, std::string> report;
   auto started = steady_clock::now();
   break_the_world(p, sim, prm.seed);
   order_workload workload(p.port(), prm);
@@ -94,12 +110,9 @@ void chaos_run(const std::string& scenario, const run_parameters& prm, const std
 
 TEST_CASE("kill -9 chaos: outboxd killed at random moments loses nothing and does nothing twice") {
   auto prm = run_parameters::from_env(300, 10, 40);
-  simulator_process sim;
-  auto db = fresh_database("outboxd_reliability_kill");
-  outboxd_process p("chaos-kill", db, chaos_args(sim));
-  p.use_simulator(sim.port);
-  p.wait_ready();
-  chaos_run("chaos-kill", prm, db, p, sim, [&](int) {
+  chaos_world w("chaos-kill", fresh_database("outboxd_reliability_kill"));
+  auto& p = w.p;
+  chaos_run("chaos-kill", prm, w, [&](int) {
     p.process().signal(SIGKILL);
     REQUIRE(p.process().wait_exit(10s) == 128 + SIGKILL);
     p.restart();
@@ -109,14 +122,11 @@ TEST_CASE("kill -9 chaos: outboxd killed at random moments loses nothing and doe
 
 TEST_CASE("backend kills: outboxd's database connections terminated at random moments") {
   auto prm = run_parameters::from_env(150, 25, 20);
-  simulator_process sim;
-  auto db = fresh_database("outboxd_reliability_backends");
-  outboxd_process p("chaos-backends", db, chaos_args(sim));
-  p.use_simulator(sim.port);
-  p.wait_ready();
+  chaos_world w("chaos-backends", fresh_database("outboxd_reliability_backends"));
+  const auto& db = w.db;
   std::mt19937_64 rng(prm.seed);
   int terminated = 0;
-  chaos_run("chaos-backends", prm, db, p, sim, [&](int) {
+  chaos_run("chaos-backends", prm, w, [&](int) {
     auto pids = query_value(db, "SELECT string_agg(pid::text, ' ' ORDER BY pid) FROM "
                                 "pg_stat_activity WHERE datname = current_database() AND "
                                 "application_name LIKE 'outboxd%'");
@@ -129,20 +139,17 @@ TEST_CASE("backend kills: outboxd's database connections terminated at random mo
   });
   CHECK(terminated >= prm.kills / 2);
   MESSAGE("backends terminated: " << terminated);
-  CHECK(p.process().running());
+  CHECK(w.p.process().running());
 }
 
 TEST_CASE("database restart: fast and immediate shutdowns mid-run; intake answers 503, then "
           "everything recovers") {
   auto prm = run_parameters::from_env(150, 2, 30);
   private_cluster cluster;
-  simulator_process sim;
-  auto db = fresh_database("outboxd_reliability_restart", cluster.conninfo());
-  outboxd_process p("chaos-restart", db, chaos_args(sim));
-  p.use_simulator(sim.port);
-  p.wait_ready();
+  chaos_world w("chaos-restart", fresh_database("outboxd_reliability_restart", cluster.conninfo()));
+  auto& p = w.p;
   std::vector<std::string> observed;
-  chaos_run("chaos-db-restart", prm, db, p, sim, [&](int i) {
+  chaos_run("chaos-db-restart", prm, w, [&](int i) {
     std::string mode = i % 2 ? "immediate" : "fast";
     cluster.stop(mode);
     // While the database is down: intake refuses quickly and clearly, readiness says why.

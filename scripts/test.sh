@@ -15,17 +15,7 @@ if [[ ! -d test/browser/node_modules ]]; then npm ci --prefix test/browser --no-
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)"
 
-work=$(mktemp -d /tmp/outboxd-test.XXXXXX)
-cleanup() {
-  bash scripts/pg-cluster.sh stop "$work/pg" || true
-  rm -rf "$work" "$(cat "$work/pg/socket_dir" 2>/dev/null || true)"
-}
-trap cleanup EXIT
-if [[ $(id -u) -eq 0 ]]; then chmod 755 "$work"; fi
-
-# Durability buys nothing in a throwaway cluster.
-export TEST_DATABASE_URL=$(PG_EXTRA_OPTS="-c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
-  bash scripts/pg-cluster.sh start "$work/pg")
+source scripts/throwaway-db.sh
 echo "test database: $TEST_DATABASE_URL"
 
 ctest --preset "$preset" -j 2 "$@"

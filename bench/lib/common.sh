@@ -1,0 +1,127 @@
+# shellcheck shell=bash
+# Helpers of bench/run.sh (sourced): logging, the throwaway database, and the processes under
+# test. Every process started here is remembered by pid and stopped by bench/run.sh's exit trap.
+# Expects ROOT, BENCH, WORK, OUTBOXD and RAW to be set by the caller.
+
+log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+# The interpreter itself, not a version manager's shim (those cost ~0.5 s per call).
+PYTHON=$(python3 -c 'import sys; print(sys.executable)')
+tool() { "$PYTHON" "$BENCH/lib/bench.py" "$@"; }
+emit() { tool emit "$RAW" "$@"; }
+
+# --- PostgreSQL (a private cluster reached through PGHOST/PGPORT/PGUSER) -------------------------
+
+start_postgres() {
+  local conninfo
+  conninfo=$("$ROOT/scripts/pg-cluster.sh" start "$WORK/pg")
+  PGHOST=$(sed -E 's/.*host=([^ ]+).*/\1/' <<<"$conninfo")
+  PGPORT=$(sed -E 's/.*port=([^ ]+).*/\1/' <<<"$conninfo")
+  PGUSER=postgres
+  export PGHOST PGPORT PGUSER
+  PG_STARTED=1
+}
+
+stop_postgres() {
+  [[ -n "${PG_STARTED:-}" ]] || return 0
+  "$ROOT/scripts/pg-cluster.sh" stop "$WORK/pg" immediate || true
+  [[ -f "$WORK/pg/socket_dir" ]] && rm -rf "$(cat "$WORK/pg/socket_dir")"
+  PG_STARTED=
+}
+
+# q DB SQL: one statement; prints its rows unaligned (no command tags, no notices).
+q() { PGOPTIONS='-c client_min_messages=warning' psql -X -q -At -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
+conninfo() { echo "host=$PGHOST port=$PGPORT user=$PGUSER dbname=$1"; }
+
+# fresh_db NAME TEMPLATE: NAME becomes a copy of TEMPLATE (nothing may be connected to either).
+fresh_db() {
+  q postgres "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null
+  q postgres "CREATE DATABASE $1 TEMPLATE $2 STRATEGY FILE_COPY" >/dev/null
+}
+
+# --- processes -----------------------------------------------------------------------------------
+
+free_port() { tool ports 1; }
+
+# stop_pid PID: SIGTERM, then SIGKILL after 20 s.
+stop_pid() {
+  local pid=$1
+  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 200); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$pid" 2>/dev/null && { log "pid $pid ignored SIGTERM; killing it"; kill -KILL "$pid" 2>/dev/null || true; }
+  wait "$pid" 2>/dev/null || true
+}
+
+# wait_http URL PID NAME: until URL answers 2xx (60 s), failing early when PID exits.
+wait_http() {
+  for _ in $(seq 600); do
+    curl -fsS -o /dev/null --max-time 2 "$1" 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || die "$3 exited during start-up; see $WORK/logs/$3.log"
+    sleep 0.1
+  done
+  die "$3 did not answer $1 within 60 s; see $WORK/logs/$3.log"
+}
+
+# Peak (VmHWM) or current (VmRSS) resident set size of PID in MB.
+rss_mb() { awk -v f="$2:" '$1 == f { printf "%.1f\n", $2 / 1024 }' "/proc/$1/status"; }
+
+# The standalone simulator: enough HTTP threads for every keep-alive connection of concurrency 64
+# (each connection holds one thread) plus the harness's own requests.
+start_simulator() {
+  local port
+  port=$(free_port)
+  "$OUTBOXD" simulator --port "$port" --set server.threads=256 >>"$WORK/logs/simulator.log" 2>&1 &
+  SIM_PID=$!
+  SIM_URL="http://127.0.0.1:$port"
+  wait_http "$SIM_URL/healthz" "$SIM_PID" simulator
+}
+
+# sim_reset LATENCY_MS: empty ledger and Idempotency-Key store, no failures, fixed latency.
+sim_reset() {
+  curl -fsS -o /dev/null -X POST -d '' "$SIM_URL/api/simulator/reset" || die "simulator reset failed"
+  curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' \
+    -d "$(tool sim-config "$1")" "$SIM_URL/api/simulator/config" || die "simulator knobs refused"
+}
+
+# start_outboxd DB [--set key=value]...: outboxd serve on a free port, against DB and the
+# standalone simulator; returns when /readyz answers.
+start_outboxd() {
+  local db=$1 port
+  shift
+  port=$(free_port)
+  DATABASE_URL=$(conninfo "$db") "$OUTBOXD" serve --set server.port="$port" \
+    --set simulator.enabled=false --set simulator.baseUrl="$SIM_URL" "$@" \
+    >>"$WORK/logs/outboxd.log" 2>&1 &
+  OUTBOXD_PID=$!
+  OUTBOXD_URL="http://127.0.0.1:$port"
+  wait_http "$OUTBOXD_URL/readyz" "$OUTBOXD_PID" outboxd
+}
+
+stop_outboxd() { stop_pid "${OUTBOXD_PID:-}"; OUTBOXD_PID=; }
+
+# start_peer DB CONCURRENCY: the graphile-worker process; returns once it is looking for jobs.
+start_peer() {
+  local log="$WORK/logs/peer.log" lines=0
+  [[ ! -f "$log" ]] || lines=$(wc -l <"$log")
+  PGDATABASE=$1 SIM_URL=$SIM_URL CONCURRENCY=$2 node "$BENCH/peer/worker.js" >>"$log" 2>&1 &
+  PEER_PID=$!
+  for _ in $(seq 600); do
+    tail -n +"$((lines + 1))" "$log" | grep -q 'looking for jobs' && return 0
+    kill -0 "$PEER_PID" 2>/dev/null || die "graphile-worker exited during start-up; see $log"
+    sleep 0.1
+  done
+  die "graphile-worker did not start within 60 s; see $log"
+}
+
+stop_peer() { stop_pid "${PEER_PID:-}"; PEER_PID=; }
+
+stop_all() {
+  stop_outboxd
+  stop_peer
+  stop_pid "${SIM_PID:-}"
+  SIM_PID=
+}

@@ -1,0 +1,347 @@
+#!/usr/bin/env bash
+# outboxd's benchmark (SPEC section 13, issue 8). See bench/README.md.
+#
+#   bench/run.sh            full run: every figure the median of 3 runs (about 30-40 minutes)
+#   bench/run.sh --quick    one run of each, smaller sizes (under 5 minutes)
+#   bench/run.sh --smoke    CI check that the harness works: tiny intake + drain (under a minute);
+#                           writes the JSON to a temporary file (or --out FILE), never bench/results
+#   --out FILE              where the JSON goes (default bench/results/latest.json, plus
+#                           bench/results/<date>.md)
+#
+# It sets up a throwaway PostgreSQL cluster (durable defaults) in a temporary folder, starts the
+# standalone simulator, outboxd and graphile-worker as separate processes on free ports, and stops
+# all of them on exit. Sizes can be overridden with BENCH_* variables (listed below).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH="$ROOT/bench"
+OUTBOXD=${OUTBOXD:-$ROOT/build/release/outboxd}
+
+mode=full
+out=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --quick) mode=quick ;;
+    --smoke) mode=smoke ;;
+    --out) out=${2:?--out needs a file}; shift ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "usage: bench/run.sh [--quick|--smoke] [--out FILE]" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# --- sizes per mode (every one can be overridden through the environment) -----------------------
+case "$mode" in
+  full)  d_runs=3 d_intake=10 d_orders=20000 d_history=1000000 d_wake=500 d_lat0="4 16 64" d_lat20="16 64" d_idle=3 ;;
+  quick) d_runs=1 d_intake=5  d_orders=2000  d_history=100000  d_wake=100 d_lat0="4 16 64" d_lat20="16 64" d_idle=3 ;;
+  smoke) d_runs=1 d_intake=2  d_orders=100   d_history=0       d_wake=20  d_lat0="4"       d_lat20=""      d_idle=1 ;;
+esac
+RUNS=${BENCH_RUNS:-$d_runs}                       # runs per figure (the median is reported)
+INTAKE_SECONDS=${BENCH_INTAKE_SECONDS:-$d_intake} # length of each intake measure
+INTAKE_CLIENTS=8                                  # concurrent keep-alive clients / pgbench clients
+DRAIN_ORDERS=${BENCH_DRAIN_ORDERS:-$d_orders}     # pre-loaded backlog of each drain
+CONC_LATENCY0=${BENCH_CONC_LATENCY0:-$d_lat0}     # concurrencies drained with sink latency 0
+CONC_LATENCY20=${BENCH_CONC_LATENCY20-$d_lat20}   # ... and with 20 ms per call
+HISTORY=${BENCH_HISTORY:-$d_history}              # PROCESSED events of the flat-cost drain (0 = skip)
+FLAT_CONCURRENCY=${BENCH_FLAT_CONCURRENCY:-16}    # concurrency of the flat-cost drain (latency 0)
+WAKE_ORDERS=${BENCH_WAKE_ORDERS:-$d_wake}         # orders of the wake-up measure ...
+WAKE_RATE=${BENCH_WAKE_RATE:-50}                  # ... at this rate per second
+WAKE_CONCURRENCY=${BENCH_WAKE_CONCURRENCY:-4}     # processors / concurrent jobs while idle
+IDLE_SECONDS=${BENCH_IDLE_SECONDS:-$d_idle}       # idle time before the idle RSS is read, and
+                                                  # before the wake-up orders start
+# The peer: on by default; in smoke mode only when bench/peer/node_modules is already installed.
+PEER=${BENCH_PEER:-$([[ $mode == smoke ]] && echo auto || echo 1)}
+
+# --- prerequisites -------------------------------------------------------------------------------
+missing=()
+for t in psql pgbench wrk curl python3 node; do
+  command -v "$t" >/dev/null || missing+=("$t")
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "bench: missing ${missing[*]} (see bench/README.md: scripts/install-deps.sh, apt-get install wrk)" >&2
+  exit 1
+fi
+if [[ ! -x "$OUTBOXD" ]]; then
+  echo "bench: $OUTBOXD is missing; building Release" >&2
+  (cd "$ROOT" && cmake --preset release && cmake --build --preset release)
+fi
+if [[ "$PEER" == auto ]]; then
+  if [[ -d "$BENCH/peer/node_modules" ]]; then PEER=1; else PEER=0; fi
+fi
+if [[ "$PEER" == 1 && ! -d "$BENCH/peer/node_modules" ]]; then
+  command -v npm >/dev/null || { echo "bench: npm is missing (needed once for bench/peer)" >&2; exit 1; }
+  npm ci --prefix "$BENCH/peer" --no-audit --no-fund >&2
+fi
+
+WORK=$(mktemp -d /tmp/outboxd-bench.XXXXXX)
+chmod 755 "$WORK" # the cluster runs as the postgres user when we are root
+mkdir -p "$WORK/logs"
+RAW="$WORK/raw.jsonl"
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$BENCH/lib/common.sh"
+
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  stop_all
+  stop_postgres
+  if [[ $status -eq 0 && -z "${BENCH_KEEP:-}" ]]; then
+    rm -rf "$WORK"
+  else
+    rm -rf "$WORK/pg"
+    log "logs kept in $WORK/logs"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- the measures --------------------------------------------------------------------------------
+
+# Templates every run starts from (a fresh copy per run: equal tables, no leftovers).
+#   t_empty        migrated, no rows           t_backlog   + DRAIN_ORDERS orders made by the API
+#   t_peer_empty   peer schema + graphile       t_peer_backlog  + DRAIN_ORDERS orders with add_job
+#   t_flat         HISTORY processed events + audit rows, then the same backlog through the API
+build_templates() {
+  log "templates: schema, $DRAIN_ORDERS-order backlogs"
+  q postgres "CREATE DATABASE t_empty" >/dev/null
+  DATABASE_URL=$(conninfo t_empty) "$OUTBOXD" migrate >>"$WORK/logs/outboxd.log" 2>&1 ||
+    die "outboxd migrate failed; see $WORK/logs/outboxd.log"
+  load_backlog t_backlog t_empty
+  if [[ "$PEER" == 1 ]]; then
+    q postgres "CREATE DATABASE t_peer_empty" >/dev/null
+    psql -X -q -v ON_ERROR_STOP=1 -d t_peer_empty -f "$BENCH/peer/schema.sql" >/dev/null
+    PGDATABASE=t_peer_empty node "$BENCH/peer/worker.js" --migrate >>"$WORK/logs/peer.log" 2>&1
+    fresh_db t_peer_backlog t_peer_empty
+    PGDATABASE=t_peer_backlog node "$BENCH/peer/intake.js" backlog "$DRAIN_ORDERS" "$INTAKE_CLIENTS" >/dev/null
+    q t_peer_backlog "VACUUM (ANALYZE)"
+  fi
+  if [[ "$HISTORY" -gt 0 ]]; then
+    log "templates: $HISTORY PROCESSED events with their audit rows (flat cost)"
+    fresh_db t_flat t_empty
+    psql -X -q -v ON_ERROR_STOP=1 -v history="$HISTORY" -d t_flat -f "$BENCH/lib/history.sql" >/dev/null
+    load_backlog t_flat
+  fi
+}
+
+# load_backlog NAME [TEMPLATE]: adds DRAIN_ORDERS orders to NAME (first made a copy of TEMPLATE)
+# through POST /api/orders with processing off (outbox.enabled=false), so the backlog is exactly
+# what outboxd itself writes.
+load_backlog() {
+  if [[ -n "${2:-}" ]]; then fresh_db "$1" "$2"; fi
+  start_outboxd "$1" --set outbox.enabled=false
+  node "$BENCH/lib/post-orders.js" "$OUTBOXD_URL" "$DRAIN_ORDERS" "$INTAKE_CLIENTS" >/dev/null
+  stop_outboxd
+  [[ $(q "$1" "SELECT count(*) FROM outbox_events WHERE status = 'PENDING'") -eq "$DRAIN_ORDERS" ]] ||
+    die "backlog $1 does not hold $DRAIN_ORDERS pending events"
+  q "$1" "VACUUM (ANALYZE)"
+}
+
+# intake RUN: wrk against POST /api/orders (processing off: intake alone), then pgbench with the
+# same two-row transaction, then (peer) pgbench with order + add_job; each on fresh tables.
+intake() {
+  local run=$1 f="$WORK/intake.out"
+  log "intake run $run: $INTAKE_CLIENTS clients, ${INTAKE_SECONDS}s each"
+  fresh_db bench t_empty
+  start_outboxd bench --set outbox.enabled=false
+  wrk -t 2 -c "$INTAKE_CLIENTS" -d "${INTAKE_SECONDS}s" -s "$BENCH/lib/intake.lua" \
+    "$OUTBOXD_URL/api/orders" >"$f"
+  stop_outboxd
+  grep '^{"requests"' "$f" >"$f.json" || die "no summary from wrk: $(cat "$f")"
+  grep -q '"non2xx":0,' "$f.json" || die "outboxd refused orders during the intake measure: $(cat "$f.json")"
+  emit kind=intake_http run="$run" "x=@$f.json"
+
+  fresh_db bench t_empty
+  pgbench -n -M prepared -c "$INTAKE_CLIENTS" -j 2 -T "$INTAKE_SECONDS" \
+    -f "$BENCH/lib/intake-outboxd.sql" bench >"$f" 2>&1 || die "pgbench failed: $(tail -n 5 "$f")"
+  emit kind=intake_pgbench system=outboxd run="$run" tps="$(tool pgbench-tps "$f")"
+
+  if [[ "$PEER" == 1 ]]; then
+    fresh_db bench t_peer_empty
+    pgbench -n -M prepared -c "$INTAKE_CLIENTS" -j 2 -T "$INTAKE_SECONDS" \
+      -f "$BENCH/lib/intake-peer.sql" bench >"$f" 2>&1 || die "pgbench (peer) failed: $(tail -n 5 "$f")"
+    emit kind=intake_pgbench system=peer run="$run" tps="$(tool pgbench-tps "$f")"
+  fi
+}
+
+# idle_rss: peak RSS after start-up and IDLE_SECONDS of nothing to do, at WAKE_CONCURRENCY.
+idle_rss() {
+  log "memory: idle RSS after ${IDLE_SECONDS}s"
+  fresh_db bench t_empty
+  start_outboxd bench --set outbox.poolSize="$WAKE_CONCURRENCY"
+  sleep "$IDLE_SECONDS"
+  emit kind=rss_idle system=outboxd mb="$(rss_mb "$OUTBOXD_PID" VmHWM)"
+  stop_outboxd
+  if [[ "$PEER" == 1 ]]; then
+    fresh_db bench t_peer_empty
+    start_peer bench "$WAKE_CONCURRENCY"
+    sleep "$IDLE_SECONDS"
+    emit kind=rss_idle system=peer mb="$(rss_mb "$PEER_PID" VmHWM)"
+    stop_peer
+  fi
+}
+
+# remaining SYSTEM: orders (and outbox rows / jobs) not finished yet. Cheap with any history: both
+# counts use partial or leading-column indexes.
+remaining() {
+  if [[ "$1" == outboxd ]]; then
+    q bench "SELECT (SELECT count(*) FROM orders WHERE order_status = 'PENDING' AND NOT deleted)
+                  + (SELECT count(*) FROM outbox_events WHERE status <> 'PROCESSED')"
+  else
+    q bench "SELECT (SELECT count(*) FROM peer.orders WHERE order_status = 'PENDING' AND NOT deleted)
+                  + (SELECT count(*) FROM graphile_worker._private_jobs)"
+  fi
+}
+
+# wait_drained SYSTEM: polls every 0.25 s; fails when nothing moves for 60 s.
+wait_drained() {
+  local left last=-1 still=0
+  while :; do
+    left=$(remaining "$1")
+    [[ "$left" -eq 0 ]] && return 0
+    if [[ "$left" -eq "$last" ]]; then
+      still=$((still + 1))
+      [[ $still -lt 240 ]] || die "$1 stopped draining with $left left; see $WORK/logs"
+    else
+      still=0
+      last=$left
+    fi
+    sleep 0.25
+  done
+}
+
+# drain SYSTEM LATENCY_MS CONCURRENCY TEMPLATE HISTORY RUN: start SYSTEM on a copy of TEMPLATE,
+# time the backlog to all CONFIRMED. The span comes from the database: from the start of the first
+# call (the earliest audit row's published_at minus its duration) to the last order's CONFIRMED
+# update, so process start-up is not counted for either system.
+drain() {
+  local system=$1 latency=$2 conc=$3 template=$4 history=$5 run=$6 s first audit total span rss bad calls
+  log "drain run $run: $system, latency ${latency} ms, concurrency $conc, history $history"
+  fresh_db bench "$template"
+  sim_reset "$latency"
+  if [[ "$system" == outboxd ]]; then
+    s=""
+    # audit rows of this drain only (the flat-cost history has its own, older ones)
+    audit="event_id >= $(q bench "SELECT min(id) FROM outbox_events WHERE status = 'PENDING'")"
+  else
+    s="peer."
+    audit="true"
+  fi
+  first=$(q bench "SELECT min(id) FROM ${s}orders WHERE order_status = 'PENDING'")
+  total=$(q bench "SELECT count(*) FROM ${s}orders WHERE order_status = 'PENDING'")
+  if [[ "$system" == outboxd ]]; then
+    start_outboxd bench --set outbox.poolSize="$conc"
+    wait_drained outboxd
+    rss=$(rss_mb "$OUTBOXD_PID" VmHWM)
+    stop_outboxd
+  else
+    start_peer bench "$conc"
+    wait_drained peer
+    rss=$(rss_mb "$PEER_PID" VmHWM)
+    stop_peer
+  fi
+  bad=$(q bench "SELECT count(*) FROM ${s}orders WHERE id >= $first AND order_status <> 'CONFIRMED'")
+  [[ "$bad" -eq 0 ]] || die "$system: $bad orders did not end CONFIRMED"
+  calls=$(q bench "SELECT count(*) FROM ${s}aggregate_results WHERE $audit AND outcome = 'success'")
+  [[ "$calls" -eq $((4 * total)) ]] || die "$system: $calls successful calls recorded for $total orders (expected 4 each)"
+  span=$(q bench "SELECT extract(epoch FROM
+      (SELECT max(updated_at) FROM ${s}orders WHERE id >= $first)
+    - (SELECT min(published_at - duration_ms * interval '1 ms') FROM ${s}aggregate_results WHERE $audit))")
+  emit kind=drain system="$system" latency_ms="$latency" concurrency="$conc" history="$history" \
+    run="$run" events="$total" seconds="$span" rate="$(awk -v n="$total" -v s="$span" 'BEGIN { printf "%.2f", n / s }')" \
+    rss_peak_mb="$rss"
+}
+
+# wake SYSTEM RUN: an idle system gets WAKE_ORDERS orders at WAKE_RATE/s, each committed by
+# bench/peer/intake.js, which notes when COMMIT was acknowledged; the simulator's ledger notes when
+# each order's first call (inventory.reserve) arrived.
+wake() {
+  local system=$1 run=$2
+  log "wake-up run $run: $system, $WAKE_ORDERS orders at $WAKE_RATE/s"
+  sim_reset 0
+  if [[ "$system" == outboxd ]]; then
+    fresh_db bench t_empty
+    start_outboxd bench --set outbox.poolSize="$WAKE_CONCURRENCY"
+  else
+    fresh_db bench t_peer_empty
+    start_peer bench "$WAKE_CONCURRENCY"
+  fi
+  sleep "$IDLE_SECONDS" # idle: listeners connected, nothing to do
+  PGDATABASE=bench node "$BENCH/peer/intake.js" wake "$system" "$WAKE_ORDERS" "$WAKE_RATE" >"$WORK/commits.jsonl"
+  wait_drained "$system"
+  curl -fsS "$SIM_URL/api/simulator/ledger" >"$WORK/ledger.json"
+  if [[ "$system" == outboxd ]]; then stop_outboxd; else stop_peer; fi
+  tool wake "$WORK/ledger.json" "$WORK/commits.jsonl" >"$WORK/wake.json"
+  grep -q '"missing": 0,' "$WORK/wake.json" || die "$system: orders without a simulator call: $(cat "$WORK/wake.json")"
+  emit kind=wake system="$system" run="$run" "x=@$WORK/wake.json"
+}
+
+describe_run() {
+  local graphile="not run" commit
+  if [[ "$PEER" == 1 ]]; then
+    graphile=$(sed -nE 's/^  "version": "([^"]+)".*/\1/p' "$BENCH/peer/node_modules/graphile-worker/package.json")
+  fi
+  commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  git -C "$ROOT" diff --quiet HEAD 2>/dev/null || commit="$commit+uncommitted changes"
+  tool meta "$RAW" mode="$mode" date="$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    versions.commit="$commit" versions.outboxd="binary sha256 $(sha256sum "$OUTBOXD" | cut -c1-12)" \
+    versions.postgresql="$(q postgres 'SHOW server_version')" versions.pgbench="$(pgbench --version | awk '{print $3}')" \
+    versions.wrk="$(wrk --version 2>&1 | head -n 1 | awk '{print $2}')" \
+    versions.node="$(node --version)" versions.graphile_worker="$graphile" \
+    versions.cpus="$(nproc)" versions.cpu_model="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)" \
+    versions.kernel="$(uname -r)" \
+    settings.runs="$RUNS" settings.intake_seconds="$INTAKE_SECONDS" settings.intake_clients="$INTAKE_CLIENTS" \
+    settings.drain_orders="$DRAIN_ORDERS" settings.concurrency_latency0="\"$CONC_LATENCY0\"" \
+    settings.concurrency_latency20="\"$CONC_LATENCY20\"" settings.flat_history_events="$HISTORY" \
+    settings.flat_concurrency="$FLAT_CONCURRENCY" settings.wake_orders="$WAKE_ORDERS" \
+    settings.wake_rate="$WAKE_RATE" settings.wake_concurrency="$WAKE_CONCURRENCY" \
+    settings.idle_seconds="$IDLE_SECONDS" settings.peer="$PEER" \
+    settings.fsync="$(q postgres 'SHOW fsync')" settings.synchronous_commit="$(q postgres 'SHOW synchronous_commit')" \
+    settings.shared_buffers="$(q postgres 'SHOW shared_buffers')" \
+    settings.max_connections="$(q postgres 'SHOW max_connections')" \
+    settings.simulator_threads=256 settings.peer_pool="\"2 x concurrency + 2\"" settings.poll_interval_ms=2000
+}
+
+# --- main ----------------------------------------------------------------------------------------
+log "mode $mode: $RUNS run(s) per figure, work folder $WORK"
+start_postgres
+start_simulator
+describe_run
+build_templates
+
+for run in $(seq "$RUNS"); do intake "$run"; done
+idle_rss
+for run in $(seq "$RUNS"); do
+  for conc in $CONC_LATENCY0; do
+    drain outboxd 0 "$conc" t_backlog 0 "$run"
+    if [[ "$PEER" == 1 ]]; then drain peer 0 "$conc" t_peer_backlog 0 "$run"; fi
+  done
+  if [[ "$HISTORY" -gt 0 ]]; then
+    # flat cost: compared with the empty-table drain of the same run at the same concurrency
+    if [[ " $CONC_LATENCY0 " != *" $FLAT_CONCURRENCY "* ]]; then
+      drain outboxd 0 "$FLAT_CONCURRENCY" t_backlog 0 "$run"
+    fi
+    drain outboxd 0 "$FLAT_CONCURRENCY" t_flat "$HISTORY" "$run"
+  fi
+  for conc in $CONC_LATENCY20; do
+    drain outboxd 20 "$conc" t_backlog 0 "$run"
+    if [[ "$PEER" == 1 ]]; then drain peer 20 "$conc" t_peer_backlog 0 "$run"; fi
+  done
+  if [[ "$PEER" == 1 && "$WAKE_ORDERS" -gt 0 ]]; then
+    wake outboxd "$run"
+    wake peer "$run"
+  fi
+done
+
+if [[ "$mode" == smoke ]]; then
+  json=${out:-$(mktemp /tmp/outboxd-bench-smoke.XXXXXX.json)}
+  tool report "$RAW" "$json" "${json%.json}.md"
+  tool check "$json"
+else
+  mkdir -p "$BENCH/results"
+  json=${out:-$BENCH/results/latest.json}
+  if [[ -n "$out" ]]; then md="${out%.json}.md"; else md="$BENCH/results/$(date -u +%Y-%m-%d).md"; fi
+  tool report "$RAW" "$json" "$md"
+  log "results: $json and $md"
+  cat "$md"
+fi

@@ -25,15 +25,7 @@ bash scripts/install-deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target outboxd reliability_tests
 
-work=$(mktemp -d /tmp/outboxd-reliability.XXXXXX)
-cleanup() {
-  bash scripts/pg-cluster.sh stop "$work/pg" || true
-  rm -rf "$work" "$(cat "$work/pg/socket_dir" 2>/dev/null || true)"
-}
-trap cleanup EXIT
-if [[ $(id -u) -eq 0 ]]; then chmod 755 "$work"; fi
-export TEST_DATABASE_URL=$(PG_EXTRA_OPTS="-c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
-  bash scripts/pg-cluster.sh start "$work/pg")
+source scripts/throwaway-db.sh
 
 echo "reliability: ${scenario}: ${orders} orders, ${kills} disruptions over ${duration} s, seed ${seed}"
 RELIABILITY_ORDERS=$orders RELIABILITY_KILLS=$kills RELIABILITY_DURATION=$duration \

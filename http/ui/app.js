@@ -659,7 +659,8 @@ function percent(rate) {
 async function putKnob(name, patch) {
   try {
     const config = await api('PUT', '/api/simulator/config', { body: { services: { [name]: patch } }, admin: true });
-    renderKnobs(config, true);
+    // Not forced: an answer to an earlier change must not overwrite a field being typed in.
+    renderKnobs(config);
   } catch (e) {
     notify(e.message, 'error');
     refreshKnobs().catch(() => {});

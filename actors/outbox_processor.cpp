@@ -60,6 +60,12 @@ void handle_connection_loss(processor* self, const std::exception& e) {
   schedule(self, st.db->retry_in());
 }
 
+/// Events one processor claims per query: outbox.batchSize shared among the processors, so that
+/// a backlog keeps every one of them busy and none sits on events another could run.
+int claim_size(const conf::outbox_settings& s) {
+  return std::max(1, s.batch_size / s.pool_size);
+}
+
 void claim(processor* self) {
   auto& st = self->state;
   if (st.stopping || st.ctx->stopping || !st.batch.empty())
@@ -71,7 +77,7 @@ void claim(processor* self) {
   }
   const auto& s = st.ctx->settings.outbox;
   try {
-    auto claimed = repo->claim(st.tag, s.batch_size, s.lease_timeout);
+    auto claimed = repo->claim(st.tag, claim_size(s), s.lease_timeout);
     if (claimed.empty()) {
       self->send(st.supervisor, idle_atom::value, st.index);
       auto next = repo->next_due_in();

@@ -179,6 +179,11 @@ std::vector<claimed_event> outbox_repository::claim(const std::string& owner, in
 
 void outbox_repository::record_attempt(const attempt_row& a) {
   pqxx::work tx(conn_);
+  // Not flushed at commit: the event's next state change commits synchronously, which flushes
+  // the WAL up to and including this row, so the row is durable before the state moves on. A
+  // database crash before that loses only rows of a run that is redone (and a run without rows
+  // makes a compensation settle its step first).
+  tx.exec0("SET LOCAL synchronous_commit TO OFF");
   tx.exec_prepared("outbox_record_attempt", a.event_id, a.aggregate_id, a.event_type, a.destination,
                    a.fanout_order, a.attempt, a.endpoint_url, a.http_method, a.idempotency_key,
                    a.request_payload_json, a.response_status, a.response_payload_json,

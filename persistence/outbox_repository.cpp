@@ -5,6 +5,7 @@
 #include "persistence/rows.hpp"
 
 #include <algorithm>
+#include <fmt/format.h>
 
 namespace outboxd::persistence {
 namespace {
@@ -29,11 +30,10 @@ UPDATE outbox_events e
 RETURNING e.id, e.lease_token, e.aggregate_type, e.aggregate_id, e.event_type, e.payloads::text,
           e.attempts)sql";
 
-constexpr const char* record_attempt_sql = R"sql(
+constexpr const char* record_attempt_columns = R"sql(
 INSERT INTO aggregate_results (event_id, aggregate_id, event_type, destination, fanout_order,
   attempt, endpoint_url, http_method, idempotency_key, request_payload, response_status,
-  response_payload, response_text, outcome, error_message, duration_ms)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11, $12::jsonb, $13, $14, $15, $16))sql";
+  response_payload, response_text, outcome, error_message, duration_ms))sql";
 
 constexpr const char* successes_sql = R"sql(
 SELECT DISTINCT ON (destination) destination, fanout_order, endpoint_url,
@@ -146,7 +146,6 @@ claimed_event to_claimed(const pqxx::row& r) {
 outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks)
     : conn_(conn), hooks_(std::move(hooks)) {
   conn_.prepare("outbox_claim", claim_sql);
-  conn_.prepare("outbox_record_attempt", record_attempt_sql);
   conn_.prepare("outbox_successes", successes_sql);
   conn_.prepare("outbox_reverted", reverted_sql);
   conn_.prepare("outbox_latest_event", latest_event_sql);
@@ -178,17 +177,20 @@ std::vector<claimed_event> outbox_repository::claim(const std::string& owner, in
 }
 
 void outbox_repository::record_attempt(const attempt_row& a) {
-  pqxx::work tx(conn_);
-  // Not flushed at commit: the event's next state change commits synchronously, which flushes
-  // the WAL up to and including this row, so the row is durable before the state moves on. A
-  // database crash before that loses only rows of a run that is redone (and a run without rows
-  // makes a compensation settle its step first).
-  tx.exec0("SET LOCAL synchronous_commit TO OFF");
-  tx.exec_prepared("outbox_record_attempt", a.event_id, a.aggregate_id, a.event_type, a.destination,
-                   a.fanout_order, a.attempt, a.endpoint_url, a.http_method, a.idempotency_key,
-                   a.request_payload_json, a.response_status, a.response_payload_json,
-                   a.response_text, a.outcome, a.error_message, a.duration_ms);
-  tx.commit();
+  // One round trip, one implicit transaction that does not wait for the WAL flush: the event's
+  // next state change commits synchronously, which flushes the WAL up to and including this
+  // row, so the row is durable before the state moves on. A database crash before that loses
+  // only rows of a run that is redone (and a run without rows makes a compensation settle its
+  // step first).
+  pqxx::nontransaction tx(conn_);
+  auto q = [&tx](const auto& v) { return tx.quote(v); };
+  tx.exec(fmt::format(
+      "SET LOCAL synchronous_commit TO OFF; {} VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, "
+      "{}::jsonb, {}, {}::jsonb, {}, {}, {}, {})",
+      record_attempt_columns, a.event_id, q(a.aggregate_id), q(a.event_type), q(a.destination),
+      a.fanout_order, a.attempt, q(a.endpoint_url), q(a.http_method), q(a.idempotency_key),
+      q(a.request_payload_json), q(a.response_status), q(a.response_payload_json),
+      q(a.response_text), q(a.outcome), q(a.error_message), q(a.duration_ms)));
 }
 
 std::vector<stored_success> outbox_repository::successes(std::int64_t event_id) {

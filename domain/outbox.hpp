@@ -78,6 +78,7 @@ enum class step_state {
 struct step_history {
   step_state state = step_state::answered;
   int first_attempt = 0;     // the event attempt of its first row
+  int last_attempt = 0;      // the event attempt of its last row (a success: the run it ended)
   int attempts_recorded = 0; // distinct event attempts with a row
 };
 

@@ -4,6 +4,7 @@
 
 #include "domain/delivery.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <fmt/format.h>
 #include <map>
@@ -269,21 +270,23 @@ std::optional<std::string> uncertain_step(const std::vector<std::string>& fanout
   for (const auto& [name, step] : steps)
     if (name.size() > revert_suffix.size() && name.ends_with(revert_suffix))
       return std::nullopt;
+  int reached_in = 1; // the first event attempt whose run got as far as the current step
   for (const auto& name : fanout) {
     auto it = steps.find(name);
     if (it == steps.end())
-      return name; // stopped here without a row: a crash during its first call
+      return name; // stopped here without a row: a crash (or lost row) during its call
     const auto& step = it->second;
     switch (step.state) {
     case step_state::succeeded:
     case step_state::skipped:
+      reached_in = std::max(reached_in, step.last_attempt);
       continue;
     case step_state::refused:
       return std::nullopt;
     case step_state::unanswered:
       return name;
     case step_state::answered:
-      if (step.attempts_recorded < event_attempts - step.first_attempt + 1)
+      if (step.attempts_recorded < event_attempts - reached_in + 1)
         return name; // a run reached it and left no row
       return std::nullopt;
     }

@@ -41,13 +41,14 @@ expected<revert_call> build_revert(const revert_template& t, const rapidjson::Va
 
 /// The step a compensation must settle before it reverts, if any: the first destination of
 /// `fanout` that neither succeeded nor was skipped, when the remote may have applied it without
-/// outboxd knowing: one of its calls got no answer, or a run of the event left no row for it (a
-/// crash mid-call; the event's attempts are counted up to `event_attempts`), or it has no row
-/// at all. Re-sending it with its Idempotency-Key tells: a remote that applied it answers with
-/// the stored result (which is then reverted); one that did not applies it now (and it is
-/// reverted). A step that was refused, or answered with transient errors on every run, is left
-/// alone. nullopt too once `steps` holds any "<destination>.revert": settling comes before the
-/// first revert, so it is done.
+/// outboxd knowing: one of its calls got no answer, or a run of the event that got as far as it
+/// (every run from the one in which the step before it succeeded up to `event_attempts`) left no
+/// row for it (a crash mid-call, or a row lost with the database), or it has no row at all.
+/// Re-sending it with its Idempotency-Key tells: a remote that applied it answers with the stored
+/// result (which is then reverted); one that did not applies it now (and it is reverted). A step
+/// that was refused, or answered with transient errors on every run, is left alone. nullopt too
+/// once `steps` holds any "<destination>.revert": settling comes before the first revert, so it is
+/// done.
 std::optional<std::string> uncertain_step(const std::vector<std::string>& fanout,
                                           const std::map<std::string, step_history>& steps,
                                           int event_attempts);

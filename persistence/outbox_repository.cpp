@@ -49,7 +49,7 @@ SELECT destination,
             WHEN bool_or(outcome = 'non_retryable') THEN 'refused'
             WHEN bool_or(response_status IS NULL) THEN 'unanswered'
             ELSE 'answered' END,
-       min(attempt), count(DISTINCT attempt)
+       min(attempt), max(attempt), count(DISTINCT attempt)
   FROM aggregate_results
  WHERE event_id = $1
  GROUP BY destination)sql";
@@ -215,7 +215,7 @@ std::map<std::string, domain::step_history> outbox_repository::step_states(std::
                                    : state == "refused"    ? domain::step_state::refused
                                    : state == "unanswered" ? domain::step_state::unanswered
                                                            : domain::step_state::answered,
-                                   r[2].as<int>(), r[3].as<int>()};
+                                   r[2].as<int>(), r[3].as<int>(), r[4].as<int>()};
   }
   return out;
 }

@@ -505,44 +505,59 @@ TEST_CASE("a revert URL template with a placeholder in the host is refused") {
   CHECK(names(call.err(), "{host}"));
 }
 
+// step_history: {state, first attempt, last attempt, attempts recorded}.
 TEST_CASE("the step where the fan-out stopped is uncertain when a call of it went unanswered") {
   using enum step_state;
   const std::vector<std::string> fanout{"inventory", "fraudCheck", "shipping", "billing"};
-  // Stopped at billing after a timeout on attempt 3 of 4: the charge may have been made.
+  // Stopped at billing after a timeout: the charge may have been made.
   CHECK(uncertain_step(fanout,
-                       {{"inventory", {succeeded, 1, 1}},
-                        {"fraudCheck", {succeeded, 1, 1}},
-                        {"shipping", {skipped, 1, 1}},
-                        {"billing", {unanswered, 1, 4}}},
+                       {{"inventory", {succeeded, 1, 1, 1}},
+                        {"fraudCheck", {succeeded, 1, 1, 1}},
+                        {"shipping", {skipped, 1, 1, 1}},
+                        {"billing", {unanswered, 1, 4, 4}}},
                        4) == "billing");
   // Stopped at shipping with no row at all (a crash during its first call).
   CHECK(uncertain_step(fanout,
-                       {{"inventory", {succeeded, 1, 1}}, {"fraudCheck", {succeeded, 1, 1}}},
+                       {{"inventory", {succeeded, 1, 1, 1}}, {"fraudCheck", {succeeded, 1, 1, 1}}},
                        2) == "shipping");
 }
 
 TEST_CASE("a run that reached the step and left no row makes it uncertain") {
   using enum step_state;
-  const std::vector<std::string> fanout{"inventory", "billing"};
-  // Billing was reached on attempt 2; attempts 2 and 4 answered 503, attempt 3 left no row:
-  // the process died during that call.
-  CHECK(uncertain_step(fanout, {{"inventory", {succeeded, 1, 2}}, {"billing", {answered, 2, 2}}},
-                       4) == "billing");
+  const std::vector<std::string> fanout{"inventory", "fraudCheck", "shipping"};
+  // Shipping was reached on attempt 2 (inventory succeeded then); attempts 2 and 4 answered 503,
+  // attempt 3 left no row: the process died during that call.
+  CHECK(uncertain_step(fanout,
+                       {{"inventory", {succeeded, 1, 2, 2}},
+                        {"fraudCheck", {succeeded, 2, 2, 1}},
+                        {"shipping", {answered, 2, 4, 2}}},
+                       4) == "shipping");
   // Every run from 2 to 4 has its 503: nothing was applied.
-  CHECK(uncertain_step(fanout, {{"inventory", {succeeded, 1, 2}}, {"billing", {answered, 2, 3}}},
+  CHECK(uncertain_step(fanout,
+                       {{"inventory", {succeeded, 1, 2, 2}},
+                        {"fraudCheck", {succeeded, 2, 2, 1}},
+                        {"shipping", {answered, 2, 4, 3}}},
                        4) == std::nullopt);
+  // The run that reached shipping first (3, when fraudCheck succeeded) lost its row with the
+  // database; attempt 4 answered 503. Shipping's own rows start at 4, the gap is before them.
+  CHECK(uncertain_step(fanout,
+                       {{"inventory", {succeeded, 1, 2, 2}},
+                        {"fraudCheck", {succeeded, 2, 3, 2}},
+                        {"shipping", {answered, 4, 4, 1}}},
+                       4) == "shipping");
 }
 
 TEST_CASE("a refused step, or one that succeeded, is never settled") {
   using enum step_state;
   const std::vector<std::string> fanout{"inventory", "fraudCheck", "shipping", "billing"};
-  CHECK(uncertain_step(fanout, {{"inventory", {succeeded, 1, 1}}, {"fraudCheck", {refused, 1, 1}}},
+  CHECK(uncertain_step(fanout,
+                       {{"inventory", {succeeded, 1, 1, 1}}, {"fraudCheck", {refused, 1, 1, 1}}},
                        1) == std::nullopt);
   CHECK(uncertain_step(fanout,
-                       {{"inventory", {succeeded, 1, 1}},
-                        {"fraudCheck", {succeeded, 1, 1}},
-                        {"shipping", {succeeded, 1, 1}},
-                        {"billing", {succeeded, 1, 1}}},
+                       {{"inventory", {succeeded, 1, 1, 1}},
+                        {"fraudCheck", {succeeded, 1, 1, 1}},
+                        {"shipping", {succeeded, 1, 1, 1}},
+                        {"billing", {succeeded, 1, 1, 1}}},
                        1) == std::nullopt);
 }
 
@@ -551,9 +566,9 @@ TEST_CASE("once a revert was attempted, nothing is settled again") {
   const std::vector<std::string> fanout{"inventory", "shipping", "billing"};
   // The shipping settle succeeded and its revert ran; billing was never called.
   CHECK(uncertain_step(fanout,
-                       {{"inventory", {succeeded, 1, 1}},
-                        {"shipping", {succeeded, 1, 2}},
-                        {"shipping.revert", {succeeded, 1, 1}},
-                        {"inventory.revert", {unanswered, 1, 1}}},
+                       {{"inventory", {succeeded, 1, 1, 1}},
+                        {"shipping", {succeeded, 1, 2, 2}},
+                        {"shipping.revert", {succeeded, 1, 1, 1}},
+                        {"inventory.revert", {unanswered, 1, 1, 1}}},
                        1) == std::nullopt);
 }

@@ -138,12 +138,15 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
   }
 
   // Resume: destinations that already succeeded for this event are not called again; their
-  // stored responses feed previousDestination conditions.
+  // stored responses feed previousDestination conditions. (A first run has nothing to read.)
   domain::previous_responses previous;
-  for (const auto& done : repo_.successes(e.id))
-    previous[done.destination] = docs.parse(done.response_json);
+  if (e.has_results)
+    for (const auto& done : repo_.successes(e.id))
+      previous[done.destination] = docs.parse(done.response_json);
 
   auto claimed_at = std::chrono::steady_clock::now();
+  // Each call's row is recorded before the next call; the last one's goes with the completion.
+  std::optional<persistence::attempt_row> last_row;
   std::optional<step_result> failed;
   std::string failed_destination;
   const auto& names = fanout->second;
@@ -169,6 +172,11 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
       claimed_at = std::chrono::steady_clock::now();
     }
     auto step = call_step(e, i, name, payloads, previous, attempt);
+    if (step.outcome == domain::call_outcome::success && i + 1 == names.size()) {
+      last_row = std::move(step.row); // commits with the completion
+      continue;
+    }
+    record(step.row);
     if (step.outcome == domain::call_outcome::success) {
       if (!step.skipped)
         previous[name] = docs.parse(step.response_json);
@@ -180,7 +188,11 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
 
   const metrics::labels type{{"event_type", e.event_type}};
   if (!failed) {
-    if (repo_.complete(e, domain::engine_outcome::fanout_succeeded)) {
+    bool completed = repo_.complete(e, domain::engine_outcome::fanout_succeeded, {},
+                                    last_row ? &*last_row : nullptr);
+    if (last_row)
+      observe_call(*last_row);
+    if (completed) {
       m().events_processed.inc(type);
       log::info(name_, "event {} {} {} {} processed after {} attempt(s)", e.id, e.event_type,
                 e.aggregate_type, e.aggregate_id, attempt);
@@ -247,20 +259,18 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
     bool skip = choice.what == domain::route_choice::kind::skip;
     row.outcome = skip ? "skipped" : "non_retryable";
     row.error_message = choice.reason;
-    record(row);
     log::info(name_, "event {} {} {} {}: {} {}", e.id, e.event_type, e.aggregate_type,
               e.aggregate_id, skip ? "skipped" : "failed", choice.reason);
     if (skip)
-      return {domain::call_outcome::success, true, {}, {}, {}};
-    return {domain::call_outcome::non_retryable, false, choice.reason, {}, {}};
+      return {domain::call_outcome::success, true, {}, {}, {}, std::move(row)};
+    return {domain::call_outcome::non_retryable, false, choice.reason, {}, {}, std::move(row)};
   }
   auto url = domain::fill_url(choice.chosen->url, path_params);
   if (!url) {
     row.endpoint_url = choice.chosen->url;
     row.outcome = "non_retryable";
     row.error_message = url.err().message;
-    record(row);
-    return {domain::call_outcome::non_retryable, false, url.err().message, {}, {}};
+    return {domain::call_outcome::non_retryable, false, url.err().message, {}, {}, std::move(row)};
   }
   row.endpoint_url = url.value();
   http::call_request req;
@@ -283,18 +293,17 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
   auto outcome = result.status ? domain::classify(dest.method, result.status)
                                : domain::call_outcome::retryable;
   fill_response(row, result, outcome);
-  record(row);
   log::info(name_, "event {} {} {} {} → {} {} {} {} {}ms attempt {}", e.id, e.event_type,
             e.aggregate_type, e.aggregate_id, name, dest.method, row.endpoint_url,
             result.status ? std::to_string(*result.status) : result.error, result.duration.count(),
             attempt);
-  if (outcome == domain::call_outcome::success)
-    return {outcome, false, {}, {}, row.response_payload_json};
-  return {outcome,
-          false,
-          *row.error_message,
-          domain::parse_retry_after(result.retry_after, now_unix_ms()),
-          {}};
+  if (outcome == domain::call_outcome::success) {
+    auto response = row.response_payload_json;
+    return {outcome, false, {}, {}, std::move(response), std::move(row)};
+  }
+  auto error = *row.error_message;
+  return {outcome, false, std::move(error),
+          domain::parse_retry_after(result.retry_after, now_unix_ms()), {}, std::move(row)};
 }
 
 void event_runner::lease_lost(const persistence::claimed_event& e, const char* what) {
@@ -380,6 +389,7 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt)
       original_event_id,   0, body->aggregate_type, body->aggregate_id, body->event_type,
       body->payloads_json, 0};
   auto step = call_step(e, index, *name, payloads, previous, attempt);
+  record(step.row);
   if (step.outcome != domain::call_outcome::retryable)
     return std::nullopt; // applied (now reverted with the rest) or refused for good
   compensation_result out;

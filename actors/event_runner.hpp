@@ -51,10 +51,11 @@ private:
     std::string error;
     std::optional<std::chrono::milliseconds> retry_after;
     std::optional<std::string> response_json; // of a success
+    persistence::attempt_row row;             // the attempt, for the caller to record
   };
 
   /// Calls destination `name` (position `index` of the fan-out) of event `e` with its
-  /// Idempotency-Key and records the attempt.
+  /// Idempotency-Key; the caller records the returned row.
   step_result call_step(const persistence::claimed_event& e, std::size_t index,
                         const std::string& name, const rapidjson::Value& payloads,
                         const domain::previous_responses& previous, int attempt);

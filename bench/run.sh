@@ -124,19 +124,6 @@ build_templates() {
   fi
 }
 
-# load_backlog NAME [TEMPLATE]: adds DRAIN_ORDERS orders to NAME (first made a copy of TEMPLATE)
-# through POST /api/orders with processing off (outbox.enabled=false), so the backlog is exactly
-# what outboxd itself writes.
-load_backlog() {
-  if [[ -n "${2:-}" ]]; then fresh_db "$1" "$2"; fi
-  start_outboxd "$1" --set outbox.enabled=false
-  node "$BENCH/lib/post-orders.js" "$OUTBOXD_URL" "$DRAIN_ORDERS" "$INTAKE_CLIENTS" >/dev/null
-  stop_outboxd
-  [[ $(q "$1" "SELECT count(*) FROM outbox_events WHERE status = 'PENDING'") -eq "$DRAIN_ORDERS" ]] ||
-    die "backlog $1 does not hold $DRAIN_ORDERS pending events"
-  q "$1" "VACUUM (ANALYZE)"
-}
-
 # intake RUN: wrk against POST /api/orders (processing off: intake alone), then pgbench with the
 # same two-row transaction, then (peer) pgbench with order + add_job; each on fresh tables.
 intake() {
@@ -179,35 +166,6 @@ idle_rss() {
     emit kind=rss_idle system=peer mb="$(rss_mb "$PEER_PID" VmHWM)"
     stop_peer
   fi
-}
-
-# remaining SYSTEM: orders (and outbox rows / jobs) not finished yet. Cheap with any history: both
-# counts use partial or leading-column indexes.
-remaining() {
-  if [[ "$1" == outboxd ]]; then
-    q bench "SELECT (SELECT count(*) FROM orders WHERE order_status = 'PENDING' AND NOT deleted)
-                  + (SELECT count(*) FROM outbox_events WHERE status <> 'PROCESSED')"
-  else
-    q bench "SELECT (SELECT count(*) FROM peer.orders WHERE order_status = 'PENDING' AND NOT deleted)
-                  + (SELECT count(*) FROM graphile_worker._private_jobs)"
-  fi
-}
-
-# wait_drained SYSTEM: polls every 0.25 s; fails when nothing moves for 60 s.
-wait_drained() {
-  local left last=-1 still=0
-  while :; do
-    left=$(remaining "$1")
-    [[ "$left" -eq 0 ]] && return 0
-    if [[ "$left" -eq "$last" ]]; then
-      still=$((still + 1))
-      [[ $still -lt 240 ]] || die "$1 stopped draining with $left left; see $WORK/logs"
-    else
-      still=0
-      last=$left
-    fi
-    sleep 0.25
-  done
 }
 
 # drain SYSTEM LATENCY_MS CONCURRENCY TEMPLATE HISTORY RUN: start SYSTEM on a copy of TEMPLATE,

@@ -1,23 +1,52 @@
-// The order hooks: lock the order row, ask the state machine, write the new state.
+// The order hooks as SQL: domain::apply_outcome, tabulated over every order status, becomes a
+// CASE that moves the order row in the same statement that completes its event.
 #include "persistence/aggregate_hooks.hpp"
+
+#include <fmt/format.h>
 
 namespace outboxd::persistence {
 
-void order_hooks::apply(pqxx::work& tx, const std::string& aggregate_id,
-                        domain::engine_outcome outcome, const std::string& reason) {
-  auto row = tx.exec_params("SELECT order_status FROM orders WHERE id = $1::bigint FOR UPDATE",
-                            aggregate_id);
-  if (row.empty())
-    return; // the event outlived its order (e.g. a test removed it): nothing to move
-  auto current = domain::parse_order_status(row[0][0].c_str());
-  if (!current)
+std::string order_hooks::transition_sql(domain::engine_outcome outcome) const {
+  std::string cases;
+  std::string moving;
+  for (auto from : domain::all_order_statuses) {
+    auto to = domain::apply_outcome(from, outcome);
+    if (to == from)
+      continue;
+    cases += fmt::format(" WHEN '{}' THEN '{}'", domain::to_string(from), domain::to_string(to));
+    moving += fmt::format("{}'{}'", moving.empty() ? "" : ", ", domain::to_string(from));
+  }
+  if (moving.empty())
+    return {};
+  // The status condition is checked again on the newest row version if a concurrent change
+  // (an API cancellation, say) got there first, so a transition never applies to a stale state.
+  return fmt::format("UPDATE orders o SET order_status = CASE o.order_status{} END, "
+                     "status_reason = coalesce(nullif(target.reason, ''), o.status_reason), "
+                     "updated_at = now() "
+                     "FROM target WHERE o.id = target.aggregate_id::bigint "
+                     "AND o.order_status IN ({})",
+                     cases, moving);
+}
+
+std::string transition_ctes(const aggregate_hooks* hooks,
+                            std::optional<domain::engine_outcome> outcome,
+                            const std::string& source, int reason_param) {
+  auto out = fmt::format(", target AS (SELECT aggregate_id, ${}::text AS reason FROM {})",
+                         reason_param, source);
+  if (hooks && outcome)
+    if (auto sql = hooks->transition_sql(*outcome); !sql.empty())
+      out += fmt::format(", transition AS ({})", sql);
+  return out;
+}
+
+void apply_transition(pqxx::transaction_base& tx, const aggregate_hooks* hooks,
+                      const std::string& aggregate_id, domain::engine_outcome outcome,
+                      const std::string& reason) {
+  if (!hooks || hooks->transition_sql(outcome).empty())
     return;
-  auto next = domain::apply_outcome(*current, outcome);
-  if (next == *current)
-    return;
-  tx.exec_params("UPDATE orders SET order_status = $2, status_reason = coalesce(nullif($3, ''), "
-                 "status_reason), updated_at = now() WHERE id = $1::bigint",
-                 aggregate_id, std::string(domain::to_string(next)), reason);
+  tx.exec_params("WITH source AS (SELECT $1::text AS aggregate_id)" +
+                     transition_ctes(hooks, outcome, "source", 2) + " SELECT 1",
+                 aggregate_id, reason);
 }
 
 } // namespace outboxd::persistence

@@ -99,8 +99,7 @@ bool dlq_repository::resolve(const claimed_dead_letter& d, domain::engine_outcom
   pqxx::work tx(conn_);
   if (tx.exec_prepared("dlq_resolve", d.id, d.lease_token).affected_rows() != 1)
     return false;
-  if (auto it = hooks_.find(d.aggregate_type); it != hooks_.end())
-    it->second->apply(tx, d.aggregate_id, outcome, reason);
+  apply_transition(tx, hooks_of(hooks_, d.aggregate_type), d.aggregate_id, outcome, reason);
   tx.commit();
   return true;
 }
@@ -118,9 +117,8 @@ bool dlq_repository::fail(const claimed_dead_letter& d, const std::string& rever
   pqxx::work tx(conn_);
   if (tx.exec_prepared("dlq_fail", d.id, d.lease_token, revert_error).affected_rows() != 1)
     return false;
-  if (auto it = hooks_.find(d.aggregate_type); it != hooks_.end())
-    it->second->apply(tx, d.aggregate_id, domain::engine_outcome::compensation_failed,
-                      revert_error);
+  apply_transition(tx, hooks_of(hooks_, d.aggregate_type), d.aggregate_id,
+                   domain::engine_outcome::compensation_failed, revert_error);
   tx.commit();
   return true;
 }
@@ -141,9 +139,8 @@ int dlq_repository::reap_expired(int max_retries) {
     tx.exec_prepared("dlq_reap", r[0].as<std::int64_t>(),
                      std::string(exhausted ? "FAILED" : "PENDING"), error);
     if (exhausted)
-      if (auto it = hooks_.find(r[1].as<std::string>()); it != hooks_.end())
-        it->second->apply(tx, r[2].as<std::string>(), domain::engine_outcome::compensation_failed,
-                          error);
+      apply_transition(tx, hooks_of(hooks_, r[1].as<std::string>()), r[2].as<std::string>(),
+                       domain::engine_outcome::compensation_failed, error);
     ++moved;
   }
   tx.commit();

@@ -28,8 +28,9 @@ UPDATE outbox_events e
        lease_expires_at = now() + $3::bigint * interval '1 millisecond', status_changed_at = now()
   FROM due WHERE e.id = due.id
 RETURNING e.id, e.lease_token, e.aggregate_type, e.aggregate_id, e.event_type, e.payloads::text,
-          e.attempts)sql";
+          e.attempts, EXISTS (SELECT 1 FROM aggregate_results r WHERE r.event_id = e.id))sql";
 
+constexpr int attempt_columns_count = 16;
 constexpr const char* record_attempt_columns = R"sql(
 INSERT INTO aggregate_results (event_id, aggregate_id, event_type, destination, fanout_order,
   attempt, endpoint_url, http_method, idempotency_key, request_payload, response_status,
@@ -70,11 +71,14 @@ constexpr const char* extend_sql = R"sql(
 UPDATE outbox_events SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
  WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
 
+// The finishing updates below are the `done` source of statements that also apply the aggregate's
+// transition (see finishing()).
 constexpr const char* complete_sql = R"sql(
-UPDATE outbox_events
+WITH done AS (UPDATE outbox_events
    SET status = 'PROCESSED', attempts = attempts + 1, processed_at = now(), status_changed_at = now(),
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, next_retry_at = NULL
- WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+ WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING'
+RETURNING aggregate_id))sql";
 
 constexpr const char* retry_sql = R"sql(
 UPDATE outbox_events
@@ -83,18 +87,18 @@ UPDATE outbox_events
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
  WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
 
-constexpr const char* dead_sql = R"sql(
-UPDATE outbox_events
+// $3 error, $4 reason, $5 status of the dead letter.
+constexpr const char* dead_letter_sql = R"sql(
+WITH done AS (UPDATE outbox_events
    SET status = 'DEAD', attempts = attempts + 1, last_error = $3, status_changed_at = now(),
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, next_retry_at = NULL
- WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
-
-constexpr const char* insert_dead_letter_sql = R"sql(
-INSERT INTO dead_letter_events (original_event_id, aggregate_type, aggregate_id, event_type,
-  payloads, reason, last_error, status, resolved_at)
-SELECT id, aggregate_type, aggregate_id, event_type, payloads, $2::text, $3::text, $4::text,
-       CASE WHEN $4::text = 'PENDING' THEN NULL ELSE now() END
-  FROM outbox_events WHERE id = $1)sql";
+ WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING'
+RETURNING id, aggregate_type, aggregate_id, event_type, payloads),
+letter AS (INSERT INTO dead_letter_events (original_event_id, aggregate_type, aggregate_id,
+  event_type, payloads, reason, last_error, status, resolved_at)
+SELECT id, aggregate_type, aggregate_id, event_type, payloads, $4::text, $3::text, $5::text,
+       CASE WHEN $5::text = 'PENDING' THEN NULL ELSE now() END
+  FROM done))sql";
 
 constexpr const char* release_sql = R"sql(
 UPDATE outbox_events
@@ -103,7 +107,7 @@ UPDATE outbox_events
  WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
 
 constexpr const char* expired_sql = R"sql(
-SELECT id, lease_token, aggregate_type, aggregate_id, event_type, payloads::text, attempts,
+SELECT id, lease_token, aggregate_type, aggregate_id, event_type, payloads::text, attempts, false,
        coalesce(lease_owner, '?')
   FROM outbox_events WHERE status = 'PROCESSING' AND lease_expires_at < now()
  ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED)sql";
@@ -138,7 +142,7 @@ bool is_cancellation(const std::string& event_type) {
 claimed_event to_claimed(const pqxx::row& r) {
   return {r[0].as<std::int64_t>(), r[1].as<std::int64_t>(), r[2].as<std::string>(),
           r[3].as<std::string>(),  r[4].as<std::string>(),  r[5].as<std::string>(),
-          r[6].as<int>()};
+          r[6].as<int>(),          r[7].as<bool>()};
 }
 
 } // namespace
@@ -150,10 +154,7 @@ outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks
   conn_.prepare("outbox_reverted", reverted_sql);
   conn_.prepare("outbox_latest_event", latest_event_sql);
   conn_.prepare("outbox_extend", extend_sql);
-  conn_.prepare("outbox_complete", complete_sql);
   conn_.prepare("outbox_retry", retry_sql);
-  conn_.prepare("outbox_dead", dead_sql);
-  conn_.prepare("outbox_insert_dead_letter", insert_dead_letter_sql);
   conn_.prepare("outbox_step_states", step_states_sql);
   conn_.prepare("outbox_body", body_sql);
   conn_.prepare("outbox_release", release_sql);
@@ -163,11 +164,13 @@ outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks
   conn_.prepare("outbox_next_due", next_due_sql);
 }
 
+// Each state change below is one statement, so it runs as an implicit transaction in a single
+// round trip (pqxx::nontransaction), committed synchronously.
+
 std::vector<claimed_event> outbox_repository::claim(const std::string& owner, int limit,
                                                     std::chrono::milliseconds lease) {
-  pqxx::work tx(conn_);
+  pqxx::nontransaction tx(conn_);
   auto rows = tx.exec_prepared("outbox_claim", limit, owner, static_cast<long long>(lease.count()));
-  tx.commit();
   std::vector<claimed_event> out;
   for (const auto& r : rows)
     out.push_back(to_claimed(r));
@@ -246,58 +249,78 @@ std::optional<std::int64_t> outbox_repository::latest_event_id(const std::string
 }
 
 bool outbox_repository::extend_lease(const claimed_event& e, std::chrono::milliseconds lease) {
-  pqxx::work tx(conn_);
+  pqxx::nontransaction tx(conn_);
   auto r =
       tx.exec_prepared("outbox_extend", e.id, e.lease_token, static_cast<long long>(lease.count()));
-  tx.commit();
   return r.affected_rows() == 1;
 }
 
-void outbox_repository::apply_hooks(pqxx::work& tx, const claimed_event& e,
-                                    domain::engine_outcome outcome, const std::string& reason) {
-  if (auto it = hooks_.find(e.aggregate_type); it != hooks_.end())
-    it->second->apply(tx, e.aggregate_id, outcome, reason);
+const std::string& outbox_repository::finishing(const char* kind, const char* done_sql,
+                                                const std::string& aggregate_type,
+                                                std::optional<domain::engine_outcome> outcome,
+                                                int reason_param, int attempt_param) {
+  auto key = fmt::format("outbox_{}:{}:{}{}", kind, aggregate_type,
+                         outcome ? static_cast<int>(*outcome) : -1, attempt_param ? ":row" : "");
+  auto [it, added] = finishing_.insert(key);
+  if (added) {
+    auto sql = done_sql + transition_ctes(hooks_of(hooks_, aggregate_type), outcome, "done",
+                                          reason_param);
+    if (attempt_param) {
+      sql += fmt::format(", attempt AS ({} VALUES (${}", record_attempt_columns, attempt_param);
+      for (int i = 1; i < attempt_columns_count; ++i)
+        sql += fmt::format(", ${}", attempt_param + i);
+      sql += "))";
+    }
+    conn_.prepare(key, sql + " SELECT count(*) FROM done");
+  }
+  return *it;
 }
 
 bool outbox_repository::complete(const claimed_event& e,
                                  std::optional<domain::engine_outcome> outcome,
-                                 const std::string& reason) {
-  pqxx::work tx(conn_);
-  if (tx.exec_prepared("outbox_complete", e.id, e.lease_token).affected_rows() != 1)
-    return false;
-  if (outcome)
-    apply_hooks(tx, e, *outcome, reason);
-  tx.commit();
-  return true;
+                                 const std::string& reason, const attempt_row* last_attempt) {
+  pqxx::nontransaction tx(conn_);
+  const auto& statement =
+      finishing("complete", complete_sql, e.aggregate_type, outcome, 3, last_attempt ? 4 : 0);
+  if (!last_attempt)
+    return tx.exec_prepared1(statement, e.id, e.lease_token, reason)[0].as<int>() == 1;
+  const auto& a = *last_attempt;
+  return tx.exec_prepared1(statement, e.id, e.lease_token, reason, a.event_id, a.aggregate_id,
+                           a.event_type, a.destination, a.fanout_order, a.attempt, a.endpoint_url,
+                           a.http_method, a.idempotency_key, a.request_payload_json,
+                           a.response_status, a.response_payload_json, a.response_text,
+                           a.outcome, a.error_message, a.duration_ms)[0]
+             .as<int>() == 1;
 }
 
 bool outbox_repository::retry(const claimed_event& e, std::chrono::milliseconds delay,
                               const std::string& error) {
-  pqxx::work tx(conn_);
+  pqxx::nontransaction tx(conn_);
   auto r = tx.exec_prepared("outbox_retry", e.id, e.lease_token,
                             static_cast<long long>(delay.count()), error);
-  tx.commit();
   return r.affected_rows() == 1;
 }
 
 bool outbox_repository::dead_letter(const claimed_event& e, const std::string& reason,
                                     const std::string& error, const std::string& dlq_status,
                                     std::optional<domain::engine_outcome> outcome) {
-  pqxx::work tx(conn_);
-  if (tx.exec_prepared("outbox_dead", e.id, e.lease_token, error).affected_rows() != 1)
-    return false;
-  tx.exec_prepared("outbox_insert_dead_letter", e.id, reason, error, dlq_status);
-  if (outcome)
-    apply_hooks(tx, e, *outcome, error);
-  tx.commit();
-  return true;
+  pqxx::nontransaction tx(conn_);
+  return dead_letter_in(tx, e, reason, error, dlq_status, outcome);
+}
+
+bool outbox_repository::dead_letter_in(pqxx::transaction_base& tx, const claimed_event& e,
+                                       const std::string& reason, const std::string& error,
+                                       const std::string& dlq_status,
+                                       std::optional<domain::engine_outcome> outcome) {
+  const auto& statement =
+      finishing("dead_letter", dead_letter_sql, e.aggregate_type, outcome, 3, 0);
+  return tx.exec_prepared1(statement, e.id, e.lease_token, error, reason, dlq_status)[0].as<int>() ==
+         1;
 }
 
 bool outbox_repository::release(const claimed_event& e) {
-  pqxx::work tx(conn_);
-  auto r = tx.exec_prepared("outbox_release", e.id, e.lease_token);
-  tx.commit();
-  return r.affected_rows() == 1;
+  pqxx::nontransaction tx(conn_);
+  return tx.exec_prepared("outbox_release", e.id, e.lease_token).affected_rows() == 1;
 }
 
 reaped outbox_repository::reap_expired(int max_retries) {
@@ -305,15 +328,13 @@ reaped outbox_repository::reap_expired(int max_retries) {
   pqxx::work tx(conn_);
   for (const auto& r : tx.exec_prepared("outbox_expired")) {
     auto e = to_claimed(r);
-    auto error = "lease of " + r[7].as<std::string>() + " expired";
+    auto error = "lease of " + r[8].as<std::string>() + " expired";
     if (e.attempts + 1 > max_retries) {
       bool cancellation = is_cancellation(e.event_type);
-      tx.exec_prepared("outbox_dead", e.id, e.lease_token, error);
-      tx.exec_prepared("outbox_insert_dead_letter", e.id,
-                       std::string(cancellation ? "CANCELLATION_FAILED" : "MAX_RETRIES_EXCEEDED"),
-                       error, std::string(cancellation ? "FAILED" : "PENDING"));
-      if (cancellation)
-        apply_hooks(tx, e, domain::engine_outcome::compensation_failed, error);
+      dead_letter_in(tx, e, cancellation ? "CANCELLATION_FAILED" : "MAX_RETRIES_EXCEEDED", error,
+                     cancellation ? "FAILED" : "PENDING",
+                     cancellation ? std::optional(domain::engine_outcome::compensation_failed)
+                                  : std::nullopt);
       ++out.dead_lettered;
     } else {
       tx.exec_prepared("outbox_reap_back", e.id, error);

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <pqxx/pqxx>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,8 @@ struct claimed_event {
   std::string aggregate_id;
   std::string event_type;
   std::string payloads_json;
-  int attempts = 0; // attempts finished before this one
+  int attempts = 0;          // attempts finished before this one
+  bool has_results = false;  // earlier runs left rows in the result table (resume from them)
 };
 
 /// One HTTP attempt to record (id and published_at are set by the database).
@@ -51,6 +53,13 @@ struct event_body {
 
 /// Hooks by aggregate type ("order" → order_hooks).
 using hooks_by_type = std::map<std::string, aggregate_hooks*, std::less<>>;
+
+/// The hooks of `aggregate_type`, nullptr when it has none.
+inline const aggregate_hooks* hooks_of(const hooks_by_type& hooks,
+                                       const std::string& aggregate_type) {
+  auto it = hooks.find(aggregate_type);
+  return it == hooks.end() ? nullptr : it->second;
+}
 
 /// What the lease reaper did.
 struct reaped {
@@ -94,10 +103,12 @@ public:
   /// Pushes the lease out; false when the lease was lost.
   bool extend_lease(const claimed_event& e, std::chrono::milliseconds lease);
 
-  /// PROCESSED, and `outcome` applied to the aggregate, in one transaction; false when the
-  /// lease was lost (nothing written).
+  /// PROCESSED, and `outcome` applied to the aggregate, in one statement; false when the lease
+  /// was lost (nothing changed). `last_attempt`, the row of the call that ended the run, is
+  /// appended in the same statement, so it commits with the state change (and also when the
+  /// lease was lost: the call was made).
   bool complete(const claimed_event& e, std::optional<domain::engine_outcome> outcome,
-                const std::string& reason = {});
+                const std::string& reason = {}, const attempt_row* last_attempt = nullptr);
 
   /// Back to PENDING with attempts+1, due after `delay`; false when the lease was lost.
   bool retry(const claimed_event& e, std::chrono::milliseconds delay, const std::string& error);
@@ -122,11 +133,22 @@ public:
   std::optional<std::chrono::milliseconds> next_due_in();
 
 private:
-  void apply_hooks(pqxx::work& tx, const claimed_event& e, domain::engine_outcome outcome,
-                   const std::string& reason);
+  /// The name of the statement `done_sql` (a `WITH done AS (...)` list whose `done` yields the
+  /// finished row's aggregate_id) followed by the aggregate's transition for `outcome` with
+  /// $`reason_param` as reason and, when `attempt_param` is not 0, the insert of an attempt row
+  /// from the parameters starting there; it answers how many rows `done` finished. Prepared on
+  /// first use.
+  const std::string& finishing(const char* kind, const char* done_sql,
+                               const std::string& aggregate_type,
+                               std::optional<domain::engine_outcome> outcome, int reason_param,
+                               int attempt_param);
+  bool dead_letter_in(pqxx::transaction_base& tx, const claimed_event& e, const std::string& reason,
+                      const std::string& error, const std::string& dlq_status,
+                      std::optional<domain::engine_outcome> outcome);
 
   pqxx::connection& conn_;
   hooks_by_type hooks_;
+  std::set<std::string> finishing_; // names of the finishing statements prepared so far
 };
 
 } // namespace outboxd::persistence

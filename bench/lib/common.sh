@@ -29,6 +29,12 @@ stop_postgres() {
   PG_STARTED=
 }
 
+# The client binaries themselves: Debian's /usr/bin/psql is a Perl wrapper that costs ~20 ms of CPU
+# per call, which the 4 polls a second of wait_drained would take from the systems under test.
+PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+psql() { "$PG_BIN/psql" "$@"; }
+pgbench() { "$PG_BIN/pgbench" "$@"; }
+
 # q DB SQL: one statement; prints its rows unaligned (no command tags, no notices).
 q() { PGOPTIONS='-c client_min_messages=warning' psql -X -q -At -v ON_ERROR_STOP=1 -d "$1" -c "$2"; }
 conninfo() { echo "host=$PGHOST port=$PGPORT user=$PGUSER dbname=$1"; }
@@ -124,4 +130,48 @@ stop_all() {
   stop_peer
   stop_pid "${SIM_PID:-}"
   SIM_PID=
+}
+
+# --- backlogs and drains (shared by run.sh and profile.sh) ---------------------------------------
+
+# load_backlog NAME [TEMPLATE]: adds DRAIN_ORDERS orders to NAME (first made a copy of TEMPLATE)
+# through POST /api/orders with processing off (outbox.enabled=false), so the backlog is exactly
+# what outboxd itself writes.
+load_backlog() {
+  if [[ -n "${2:-}" ]]; then fresh_db "$1" "$2"; fi
+  start_outboxd "$1" --set outbox.enabled=false
+  node "$BENCH/lib/post-orders.js" "$OUTBOXD_URL" "$DRAIN_ORDERS" "$INTAKE_CLIENTS" >/dev/null
+  stop_outboxd
+  [[ $(q "$1" "SELECT count(*) FROM outbox_events WHERE status = 'PENDING'") -eq "$DRAIN_ORDERS" ]] ||
+    die "backlog $1 does not hold $DRAIN_ORDERS pending events"
+  q "$1" "VACUUM (ANALYZE)"
+}
+
+# remaining SYSTEM: orders (and outbox rows / jobs) not finished yet. Cheap with any history: both
+# counts use partial or leading-column indexes.
+remaining() {
+  if [[ "$1" == outboxd ]]; then
+    q bench "SELECT (SELECT count(*) FROM orders WHERE order_status = 'PENDING' AND NOT deleted)
+                  + (SELECT count(*) FROM outbox_events WHERE status <> 'PROCESSED')"
+  else
+    q bench "SELECT (SELECT count(*) FROM peer.orders WHERE order_status = 'PENDING' AND NOT deleted)
+                  + (SELECT count(*) FROM graphile_worker._private_jobs)"
+  fi
+}
+
+# wait_drained SYSTEM: polls every 0.25 s; fails when nothing moves for 60 s.
+wait_drained() {
+  local left last=-1 still=0
+  while :; do
+    left=$(remaining "$1")
+    [[ "$left" -eq 0 ]] && return 0
+    if [[ "$left" -eq "$last" ]]; then
+      still=$((still + 1))
+      [[ $still -lt 240 ]] || die "$1 stopped draining with $left left; see $WORK/logs"
+    else
+      still=0
+      last=$left
+    fi
+    sleep 0.25
+  done
 }

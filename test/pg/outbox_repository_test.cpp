@@ -176,6 +176,28 @@ TEST_CASE_FIXTURE(fixture, "handing a claim back keeps its attempts and makes it
                               std::to_string(id)) == "PENDING 0 true");
 }
 
+TEST_CASE_FIXTURE(fixture, "a claim tells whether earlier runs of the event left result rows") {
+  auto id = add_event("8");
+  auto first = a.claim("a", 1, 60s);
+  REQUIRE(first.size() == 1);
+  CHECK_FALSE(first[0].has_results); // a first run has nothing to resume from
+  persistence::attempt_row row;
+  row.event_id = id;
+  row.aggregate_id = "8";
+  row.event_type = "OrderCreated";
+  row.destination = "inventory";
+  row.attempt = 1;
+  row.endpoint_url = "http://127.0.0.1:1/inventory";
+  row.http_method = "POST";
+  row.response_status = 200;
+  row.outcome = "success";
+  a.record_attempt(row);
+  REQUIRE(a.release(first[0]));
+  auto again = b.claim("b", 1, 60s);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].has_results);
+}
+
 TEST_CASE_FIXTURE(fixture, "retention deletes old processed events in batches and keeps the rest") {
   for (int i = 0; i < 5; ++i)
     add_event(std::to_string(i));
@@ -270,4 +292,55 @@ TEST_CASE("the order hooks move the order inside the completing transaction") {
         "ATTENTION billing.revert: HTTP 400");
   CHECK(query_value(db(), "SELECT status || ' ' || (resolved_at IS NOT NULL) FROM "
                           "dead_letter_events") == "FAILED true");
+}
+
+TEST_CASE("an order moves only from the states its outcome moves, and only with the lease") {
+  truncate_all(db());
+  exec("INSERT INTO orders (customer_id, total_amount, shipping_type, order_status) "
+       "VALUES ('C', 1, 'domestic', 'CANCELLING')");
+  auto order = [] { return query_value(db(), "SELECT order_status FROM orders"); };
+  persistence::order_hooks hooks;
+  pqxx::connection conn(db());
+  persistence::outbox_repository repo(conn, {{"order", &hooks}});
+
+  // OrderCreated succeeding under a queued cancellation leaves the order to the cancellation.
+  add_event("1");
+  auto c = repo.claim("a", 1, 60s);
+  REQUIRE(repo.complete(c[0], domain::engine_outcome::fanout_succeeded, "ignored"));
+  CHECK(order() == "CANCELLING");
+  CHECK(query_value(db(), "SELECT coalesce(status_reason, 'none') FROM orders") == "none");
+
+  // A worker that lost its lease moves nothing.
+  exec("UPDATE orders SET order_status = 'PENDING'");
+  add_event("1");
+  auto lost = repo.claim("a", 1, 1ms);
+  REQUIRE(lost.size() == 1);
+  std::this_thread::sleep_for(5ms);
+  REQUIRE(repo.reap_expired(3).returned == 1);
+  CHECK_FALSE(repo.complete(lost[0], domain::engine_outcome::fanout_succeeded));
+  CHECK_FALSE(repo.dead_letter(lost[0], "NON_RETRYABLE_ERROR", "x", "FAILED",
+                               domain::engine_outcome::compensation_failed));
+  CHECK(order() == "PENDING");
+
+  // The dead-letter processor's transitions: a compensated OrderCreated fails the order.
+  auto retaken = repo.claim("a", 1, 60s);
+  REQUIRE(retaken.size() == 1);
+  REQUIRE(repo.dead_letter(retaken[0], "NON_RETRYABLE_ERROR", "billing: HTTP 400"));
+  persistence::dlq_repository dlq(conn, {{"order", &hooks}});
+  auto d = dlq.claim("dlq", 1, 60s);
+  REQUIRE(d.size() == 1);
+  REQUIRE(dlq.resolve(d[0], domain::engine_outcome::fanout_compensated, "billing: HTTP 400"));
+  CHECK(query_value(db(), "SELECT order_status || ' ' || status_reason FROM orders") ==
+        "FAILED billing: HTTP 400");
+
+  // The reaper dead-letters a cancellation out of attempts and puts its order in ATTENTION.
+  exec("UPDATE orders SET order_status = 'CANCELLING'");
+  add_event("1", "!OrderCreated");
+  REQUIRE(repo.claim("a", 1, 1ms).size() == 1);
+  std::this_thread::sleep_for(5ms);
+  CHECK(repo.reap_expired(0).dead_lettered == 1);
+  CHECK(query_value(db(), "SELECT order_status || ' ' || status_reason FROM orders") ==
+        "ATTENTION lease of a expired");
+  CHECK(query_value(db(), "SELECT status FROM dead_letter_events WHERE reason = "
+                          "'CANCELLATION_FAILED'") == "FAILED");
 }

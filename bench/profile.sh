@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Where a drain spends its time: one drain of outboxd (or of the graphile-worker peer) with the CPU
+# each process used per event, the database's transactions per event, and optionally a perf
+# profile of the machine. A tool for the performance work of issue 8; bench/run.sh gives the figures.
+#
+#   bench/profile.sh [--orders N] [--concurrency C] [--latency MS] [--peer] [--perf] [--set K=V]...
+#
+#   --orders N        backlog size (default 3000)
+#   --concurrency C   outbox.poolSize, or the peer's concurrency (default 4)
+#   --latency MS      simulator latency per call (default 0)
+#   --peer            drain graphile-worker instead of outboxd
+#   --set KEY=VALUE   passed on to outboxd serve (repeatable), e.g. --set outbox.batchSize=400
+#   --perf            record the whole machine with `perf record -a -g` and print the top of
+#                     `perf report` by process and symbol
+#
+# Prints one line of figures; the work folder (logs, perf.data) is kept when BENCH_KEEP=1.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH="$ROOT/bench"
+OUTBOXD=${OUTBOXD:-$ROOT/build/release/outboxd}
+DRAIN_ORDERS=3000 CONCURRENCY=4 LATENCY=0 SYSTEM=outboxd PERF=0 INTAKE_CLIENTS=8 EXTRA=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --orders) DRAIN_ORDERS=${2:?}; shift ;;
+    --concurrency) CONCURRENCY=${2:?}; shift ;;
+    --latency) LATENCY=${2:?}; shift ;;
+    --peer) SYSTEM=peer ;;
+    --perf) PERF=1 ;;
+    --set) EXTRA+=(--set "${2:?}"); shift ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "usage: bench/profile.sh [--orders N] [--concurrency C] [--latency MS] [--peer] [--perf] [--set K=V]..." >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ -x "$OUTBOXD" ]] || { echo "profile: $OUTBOXD is missing (cmake --build --preset release)" >&2; exit 1; }
+
+WORK=$(mktemp -d /tmp/outboxd-profile.XXXXXX)
+chmod 755 "$WORK"
+mkdir -p "$WORK/logs"
+RAW="$WORK/raw.jsonl"
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$BENCH/lib/common.sh"
+
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  stop_all
+  stop_postgres
+  if [[ $status -eq 0 && -z "${BENCH_KEEP:-}" ]]; then rm -rf "$WORK"; else log "kept $WORK"; fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# cpu_ticks PID...: user + system clock ticks the processes used so far (gone ones count 0).
+cpu_ticks() { pid_ticks "$@" | awk '{ total += $2 } END { print total + 0 }'; }
+# pid_ticks PID...: "pid ticks" per live process (one awk for all: cheap while measuring).
+pid_ticks() {
+  local files=() pid
+  for pid in "$@"; do [[ -r /proc/$pid/stat ]] && files+=("/proc/$pid/stat"); done
+  [[ ${#files[@]} -gt 0 ]] || return 0
+  # the command name in parentheses may hold spaces: count fields from the closing one
+  awk '{ sub(/.*\) /, ""); print FILENAME, $12 + $13 }' "${files[@]}" 2>/dev/null |
+    sed -E 's|^/proc/([0-9]+)/stat|\1|'
+}
+# The cluster's processes, keyed by pid, with their ticks now (backends come and go).
+pg_snapshot() { pid_ticks $(pgrep -x postgres); }
+commits() { q postgres "SELECT sum(xact_commit + xact_rollback) FROM pg_stat_database WHERE datname = 'bench'"; }
+busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+
+# pg_stat_statements: which statements the drain's database time goes to
+PG_EXTRA_OPTS="${PG_EXTRA_OPTS:-} -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+export PG_EXTRA_OPTS
+start_postgres
+q postgres "CREATE EXTENSION pg_stat_statements"
+start_simulator
+if [[ "$SYSTEM" == outboxd ]]; then
+  q postgres "CREATE DATABASE t_empty" >/dev/null
+  DATABASE_URL=$(conninfo t_empty) "$OUTBOXD" migrate >>"$WORK/logs/outboxd.log" 2>&1
+  load_backlog t_backlog t_empty
+  fresh_db bench t_backlog
+else
+  [[ -d "$BENCH/peer/node_modules" ]] || npm ci --prefix "$BENCH/peer" --no-audit --no-fund >&2
+  q postgres "CREATE DATABASE bench" >/dev/null
+  psql -X -q -v ON_ERROR_STOP=1 -d bench -f "$BENCH/peer/schema.sql" >/dev/null
+  PGDATABASE=bench node "$BENCH/peer/worker.js" --migrate >>"$WORK/logs/peer.log" 2>&1
+  PGDATABASE=bench node "$BENCH/peer/intake.js" backlog "$DRAIN_ORDERS" "$INTAKE_CLIENTS" >/dev/null
+  q bench "VACUUM (ANALYZE)"
+fi
+sim_reset "$LATENCY"
+
+log "$SYSTEM: draining $DRAIN_ORDERS orders at concurrency $CONCURRENCY, latency $LATENCY ms"
+# The system's CPU counts from its start (start-up included); the others' from here.
+q postgres "SELECT pg_stat_statements_reset()" >/dev/null
+pg_before=$(pg_snapshot)
+sim0=$(cpu_ticks "$SIM_PID") busy0=$(busy_ticks) tx0=$(commits)
+if [[ "$SYSTEM" == outboxd ]]; then
+  start_outboxd bench --set outbox.poolSize="$CONCURRENCY" "${EXTRA[@]}"
+  pid=$OUTBOXD_PID
+else
+  start_peer bench "$CONCURRENCY"
+  pid=$PEER_PID
+fi
+if [[ "$PERF" == 1 ]]; then
+  perf record -a -g -F 499 -o "$WORK/perf.data" >"$WORK/logs/perf.log" 2>&1 &
+  perf_pid=$!
+fi
+wait_drained "$SYSTEM"
+if [[ "$PERF" == 1 ]]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
+sut=$(cpu_ticks "$pid") sim1=$(cpu_ticks "$SIM_PID") busy1=$(busy_ticks)
+pg_after=$(pg_snapshot)
+stop_outboxd
+stop_peer
+tx1=$(commits) # backends report their statistics when they exit
+statements=$(q postgres "SELECT format('%8s ms %7s calls %7s rows  %s', round(total_exec_time), calls, rows,
+    left(regexp_replace(query, '\s+', ' ', 'g'), 110))
+  FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'bench')
+  ORDER BY total_exec_time DESC LIMIT 12")
+if [[ "$SYSTEM" == outboxd ]]; then s=""; else s="peer."; fi
+# the drain's span as bench/run.sh takes it: first call started → last order CONFIRMED
+span=$(q bench "SELECT extract(epoch FROM (SELECT max(updated_at) FROM ${s}orders)
+  - (SELECT min(published_at - duration_ms * interval '1 ms') FROM ${s}aggregate_results))")
+
+pg_ticks=$(awk 'NR == FNR { before[$1] = $2; next } { total += $2 - before[$1] } END { print total }' \
+  <(echo "$pg_before") <(echo "$pg_after"))
+hz=$(getconf CLK_TCK)
+awk -v n="$DRAIN_ORDERS" -v t="$span" -v hz="$hz" -v sut="$sut" \
+  -v sim=$((sim1 - sim0)) -v pg="$pg_ticks" -v busy=$((busy1 - busy0)) -v tx=$((tx1 - tx0)) \
+  -v sys="$SYSTEM" -v c="$CONCURRENCY" -v l="$LATENCY" 'BEGIN {
+    ms = 1000 / hz / n
+    printf "%s c=%d latency=%dms: %.0f events/s in %.1fs | CPU ms/event: %s %.2f, simulator %.2f, postgres %.2f, machine %.2f | transactions/event %.1f\n",
+      sys, c, l, n / t, t, sys, sut * ms, sim * ms, pg * ms, busy * ms, tx / n }'
+echo "statements by database time:"
+echo "$statements"
+if [[ "$PERF" == 1 ]]; then
+  perf report -i "$WORK/perf.data" --no-children --sort comm,dso,symbol --stdio 2>/dev/null |
+    grep -E '^ +[0-9]' | head -40
+fi

@@ -144,7 +144,8 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
     for (const auto& done : repo_.successes(e.id))
       previous[done.destination] = docs.parse(done.response_json);
 
-  auto claimed_at = std::chrono::steady_clock::now();
+  // An event that waited in its processor's batch may have used up much of its lease already.
+  auto claimed_at = e.claimed_at;
   // Each call's row is recorded before the next call; the last one's goes with the completion.
   std::optional<persistence::attempt_row> last_row;
   std::optional<step_result> failed;

@@ -25,6 +25,7 @@ struct processor_state {
   std::unique_ptr<persistence::outbox_repository> repo;
   std::unique_ptr<event_runner> runner;
   std::deque<persistence::claimed_event> batch;
+  int claim_size = 1;
   std::uint64_t timer = 0;
   caf::actor dlq;
   int dlq_restarts = 0;
@@ -60,10 +61,19 @@ void handle_connection_loss(processor* self, const std::exception& e) {
   schedule(self, st.db->retry_in());
 }
 
-/// Events one processor claims per query: outbox.batchSize shared among the processors, so that
-/// a backlog keeps every one of them busy and none sits on events another could run.
-int claim_size(const conf::outbox_settings& s) {
+/// Events one processor claims per query when it starts, or after a claim that came back short:
+/// outbox.batchSize shared among the processors, so that a burst keeps every one of them busy
+/// and none sits on events another could run.
+int base_claim_size(const conf::outbox_settings& s) {
   return std::max(1, s.batch_size / s.pool_size);
+}
+
+/// After a full claim there is a backlog: the next claim doubles, up to 8 times the base and
+/// never beyond outbox.batchSize, so that many processors do not pay a claim per event.
+int next_claim_size(const conf::outbox_settings& s, int size, std::size_t claimed) {
+  if (claimed < static_cast<std::size_t>(size))
+    return base_claim_size(s);
+  return std::min({size * 2, base_claim_size(s) * 8, s.batch_size});
 }
 
 void claim(processor* self) {
@@ -77,7 +87,8 @@ void claim(processor* self) {
   }
   const auto& s = st.ctx->settings.outbox;
   try {
-    auto claimed = repo->claim(st.tag, claim_size(s), s.lease_timeout);
+    auto claimed = repo->claim(st.tag, st.claim_size, s.lease_timeout);
+    st.claim_size = next_claim_size(s, st.claim_size, claimed.size());
     if (claimed.empty()) {
       self->send(st.supervisor, idle_atom::value, st.index);
       auto next = repo->next_due_in();
@@ -145,6 +156,7 @@ caf::behavior outbox_processor(processor* self, context_ptr ctx, int index, caf:
   st.index = index;
   st.tag = fmt::format("outbox-processor-{}", index + 1);
   st.supervisor = std::move(supervisor);
+  st.claim_size = base_claim_size(st.ctx->settings.outbox);
   st.db = std::make_unique<worker_connection>(
       st.ctx->conninfo(fmt::format("processor-{}", index + 1)), st.tag);
   self->set_exception_handler([self](std::exception_ptr& ep) -> caf::error {

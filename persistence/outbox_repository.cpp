@@ -172,8 +172,11 @@ std::vector<claimed_event> outbox_repository::claim(const std::string& owner, in
   pqxx::nontransaction tx(conn_);
   auto rows = tx.exec_prepared("outbox_claim", limit, owner, static_cast<long long>(lease.count()));
   std::vector<claimed_event> out;
-  for (const auto& r : rows)
+  auto now = std::chrono::steady_clock::now();
+  for (const auto& r : rows) {
     out.push_back(to_claimed(r));
+    out.back().claimed_at = now;
+  }
   std::sort(out.begin(), out.end(),
             [](const claimed_event& a, const claimed_event& b) { return a.id < b.id; });
   return out;

@@ -28,6 +28,7 @@ struct claimed_event {
   std::string payloads_json;
   int attempts = 0;          // attempts finished before this one
   bool has_results = false;  // earlier runs left rows in the result table (resume from them)
+  std::chrono::steady_clock::time_point claimed_at{}; // when the lease was taken or last extended
 };
 
 /// One HTTP attempt to record (id and published_at are set by the database).

@@ -81,6 +81,46 @@ TEST_CASE(
   CHECK_MESSAGE(consistency.json["violations"].Size() == 0, consistency.body);
 }
 
+TEST_CASE("an event that waited in its processor's batch renews its lease before calling") {
+  simulator_process sim;
+  auto db = fresh_database("outboxd_e2e_batch_lease");
+  // The backlog is written with processing off, so that one claim takes all of it.
+  auto intake_args = sim.outboxd_args();
+  for (const auto* extra : {"--set", "outbox.enabled=false"})
+    intake_args.emplace_back(extra);
+  outboxd_process intake("intake", db, intake_args);
+  intake.use_simulator(sim.port);
+  intake.wait_ready();
+  constexpr int orders = 4;
+  for (int i = 0; i < orders; ++i)
+    intake.create_order();
+  intake.knobs(R"({"inventory.reserve":{"latencyMs":1000}})");
+  // One processor, a 3 s lease, a reaper every 200 ms: the fourth event starts after ~3 s in the
+  // batch, with its lease expired and reclaimed; the third is past half of its lease.
+  auto args = sim.outboxd_args();
+  for (const auto* extra : {"--set", "outbox.poolSize=1", "--set", "outbox.batchSize=10", "--set",
+                            "outbox.leaseTimeout=3s", "--set", "outbox.reaperInterval=200ms",
+                            "--set", "log.level=debug"})
+    args.emplace_back(extra);
+  outboxd_process worker("worker", db, args);
+  worker.use_simulator(sim.port);
+  worker.wait_up();
+  REQUIRE(wait_until(
+      [&] {
+        return query_value(db, "SELECT count(*) FROM orders WHERE order_status = 'CONFIRMED'") ==
+               std::to_string(orders);
+      },
+      60s));
+  CHECK(worker.output().find("claimed 4 event(s)") != std::string::npos);
+  // No call was made under a lease that was already lost: one run's rows per event.
+  CHECK(query_value(db, "SELECT count(*) FROM aggregate_results") == std::to_string(orders * 4));
+  CHECK(query_value(db, "SELECT count(*) FROM (SELECT event_id FROM aggregate_results GROUP BY 1 "
+                        "HAVING count(DISTINCT attempt) > 1) e") == "0");
+  CHECK(worker.output().find("dropped (another worker owns it now)") == std::string::npos);
+  auto ledger = http_client(sim.port).get("/api/simulator/ledger");
+  CHECK(ledger.json["duplicates"].Size() == 0);
+}
+
 TEST_CASE("a status update sends its notification by the configured route") {
   auto db = fresh_database("outboxd_e2e_notify");
   outboxd_process p("notify", db);

@@ -303,8 +303,12 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
     return {outcome, false, {}, {}, std::move(response), std::move(row)};
   }
   auto error = *row.error_message;
-  return {outcome, false, std::move(error),
-          domain::parse_retry_after(result.retry_after, now_unix_ms()), {}, std::move(row)};
+  return {outcome,
+          false,
+          std::move(error),
+          domain::parse_retry_after(result.retry_after, now_unix_ms()),
+          {},
+          std::move(row)};
 }
 
 void event_runner::lease_lost(const persistence::claimed_event& e, const char* what) {

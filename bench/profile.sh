@@ -42,14 +42,6 @@ RAW="$WORK/raw.jsonl"
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$BENCH/lib/common.sh"
 
-cleanup() {
-  local status=$?
-  trap - EXIT INT TERM
-  stop_all
-  stop_postgres
-  if [[ $status -eq 0 && -z "${BENCH_KEEP:-}" ]]; then rm -rf "$WORK"; else log "kept $WORK"; fi
-  exit "$status"
-}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 

@@ -24,8 +24,9 @@ enum class order_status {
 };
 
 inline constexpr order_status all_order_statuses[] = {
-    order_status::pending, order_status::confirmed,  order_status::shipped,   order_status::delivered,
-    order_status::failed,  order_status::cancelling, order_status::cancelled, order_status::attention};
+    order_status::pending,   order_status::confirmed, order_status::shipped,
+    order_status::delivered, order_status::failed,    order_status::cancelling,
+    order_status::cancelled, order_status::attention};
 
 /// "PENDING", "CONFIRMED", ... as stored and as shown in the API.
 std::string_view to_string(order_status s);

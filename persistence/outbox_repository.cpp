@@ -266,8 +266,8 @@ const std::string& outbox_repository::finishing(const char* kind, const char* do
                          outcome ? static_cast<int>(*outcome) : -1, attempt_param ? ":row" : "");
   auto [it, added] = finishing_.insert(key);
   if (added) {
-    auto sql = done_sql + transition_ctes(hooks_of(hooks_, aggregate_type), outcome, "done",
-                                          reason_param);
+    auto sql =
+        done_sql + transition_ctes(hooks_of(hooks_, aggregate_type), outcome, "done", reason_param);
     if (attempt_param) {
       sql += fmt::format(", attempt AS ({} VALUES (${}", record_attempt_columns, attempt_param);
       for (int i = 1; i < attempt_columns_count; ++i)
@@ -291,8 +291,8 @@ bool outbox_repository::complete(const claimed_event& e,
   return tx.exec_prepared1(statement, e.id, e.lease_token, reason, a.event_id, a.aggregate_id,
                            a.event_type, a.destination, a.fanout_order, a.attempt, a.endpoint_url,
                            a.http_method, a.idempotency_key, a.request_payload_json,
-                           a.response_status, a.response_payload_json, a.response_text,
-                           a.outcome, a.error_message, a.duration_ms)[0]
+                           a.response_status, a.response_payload_json, a.response_text, a.outcome,
+                           a.error_message, a.duration_ms)[0]
              .as<int>() == 1;
 }
 
@@ -317,8 +317,8 @@ bool outbox_repository::dead_letter_in(pqxx::transaction_base& tx, const claimed
                                        std::optional<domain::engine_outcome> outcome) {
   const auto& statement =
       finishing("dead_letter", dead_letter_sql, e.aggregate_type, outcome, 3, 0);
-  return tx.exec_prepared1(statement, e.id, e.lease_token, error, reason, dlq_status)[0].as<int>() ==
-         1;
+  return tx.exec_prepared1(statement, e.id, e.lease_token, error, reason, dlq_status)[0]
+             .as<int>() == 1;
 }
 
 bool outbox_repository::release(const claimed_event& e) {

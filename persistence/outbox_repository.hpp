@@ -26,8 +26,8 @@ struct claimed_event {
   std::string aggregate_id;
   std::string event_type;
   std::string payloads_json;
-  int attempts = 0;          // attempts finished before this one
-  bool has_results = false;  // earlier runs left rows in the result table (resume from them)
+  int attempts = 0;         // attempts finished before this one
+  bool has_results = false; // earlier runs left rows in the result table (resume from them)
   std::chrono::steady_clock::time_point claimed_at{}; // when the lease was taken or last extended
 };
 

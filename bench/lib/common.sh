@@ -132,6 +132,22 @@ stop_all() {
   SIM_PID=
 }
 
+# The exit trap of run.sh and profile.sh: stops every process and the cluster; removes WORK after
+# a success (unless BENCH_KEEP is set), else keeps its logs.
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  stop_all
+  stop_postgres
+  if [[ $status -eq 0 && -z "${BENCH_KEEP:-}" ]]; then
+    rm -rf "$WORK"
+  else
+    rm -rf "$WORK/pg"
+    log "logs kept in $WORK"
+  fi
+  exit "$status"
+}
+
 # --- backlogs and drains (shared by run.sh and profile.sh) ---------------------------------------
 
 # load_backlog NAME [TEMPLATE]: adds DRAIN_ORDERS orders to NAME (first made a copy of TEMPLATE)

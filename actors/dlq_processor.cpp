@@ -2,7 +2,6 @@
 // event's successful calls). All reverted → PROCESSED and the order FAILED (or CANCELLED);
 // retryable trouble → backoff up to dlq.maxRetries; otherwise FAILED and the order ATTENTION.
 #include "actors/event_runner.hpp"
-#include "actors/worker_connection.hpp"
 #include "actors/workers.hpp"
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
@@ -20,10 +19,6 @@ struct dlq_state {
   context_ptr ctx;
   int index = 0;
   std::string tag;
-  std::unique_ptr<worker_connection> db;
-  int repo_generation = -1;
-  std::unique_ptr<persistence::outbox_repository> outbox;
-  std::unique_ptr<persistence::dlq_repository> dlq;
   std::unique_ptr<event_runner> runner;
   std::deque<persistence::claimed_dead_letter> batch;
   std::uint64_t timer = 0;
@@ -33,22 +28,20 @@ struct dlq_state {
 
 using dlq_actor = caf::stateful_actor<dlq_state>;
 
-persistence::dlq_repository* repository(dlq_actor* self) {
-  auto& st = self->state;
-  auto* conn = st.db->get();
-  if (!conn)
-    return nullptr;
-  if (st.repo_generation != st.db->generation()) {
-    st.outbox = std::make_unique<persistence::outbox_repository>(*conn, st.ctx->hooks);
-    st.dlq = std::make_unique<persistence::dlq_repository>(*conn, st.ctx->hooks);
-    st.runner = std::make_unique<event_runner>(*st.ctx, st.tag, *st.outbox);
-    st.repo_generation = st.db->generation();
-  }
-  return st.dlq.get();
+/// The dead-letter repository on a borrowed connection, for one statement.
+auto repo(dlq_actor* self) {
+  return self->state.ctx->db->dlq(self->state.tag);
 }
 
 void schedule(dlq_actor* self, milliseconds delay) {
   self->delayed_send(self, delay, tick_atom::value, ++self->state.timer);
+}
+
+void connection_lost(dlq_actor* self, const std::exception& e) {
+  auto& st = self->state;
+  st.ctx->db->lost(st.tag, e);
+  st.batch.clear();
+  schedule(self, st.ctx->db->retry_in());
 }
 
 void compensate(dlq_actor* self, const persistence::claimed_dead_letter& d) {
@@ -60,7 +53,8 @@ void compensate(dlq_actor* self, const persistence::claimed_dead_letter& d) {
   bool cancellation = d.event_type.rfind('!', 0) == 0;
   std::optional<std::int64_t> original = d.original_event_id;
   if (cancellation)
-    original = st.outbox->latest_event_id(d.aggregate_type, d.aggregate_id, d.event_type.substr(1));
+    original = st.ctx->db->outbox(st.tag)->latest_event_id(d.aggregate_type, d.aggregate_id,
+                                                           d.event_type.substr(1));
   auto outcome = cancellation ? domain::engine_outcome::cancellation_compensated
                               : domain::engine_outcome::fanout_compensated;
   log::info(st.tag, "dead letter {} (event {} {} {} {}, {}): compensating, attempt {}", d.id,
@@ -70,10 +64,10 @@ void compensate(dlq_actor* self, const persistence::claimed_dead_letter& d) {
     r = st.runner->compensate(*original, d.aggregate_id, d.event_type, attempt);
   switch (r.what) {
   case compensation_result::kind::interrupted:
-    st.dlq->release(d);
+    repo(self)->release(d);
     return;
   case compensation_result::kind::done:
-    if (st.dlq->resolve(d, outcome, d.last_error)) {
+    if (repo(self)->resolve(d, outcome, d.last_error)) {
       metrics::global().compensations.inc({{"kind", "dead_letter"}, {"outcome", "reverted"}});
       log::info(st.tag, "dead letter {} compensated ({} revert(s)); {} {} {}", d.id, r.reverted,
                 d.aggregate_type, d.aggregate_id,
@@ -83,7 +77,7 @@ void compensate(dlq_actor* self, const persistence::claimed_dead_letter& d) {
   case compensation_result::kind::retryable:
     if (attempt <= s.dlq.max_retries) {
       auto delay = st.runner->retry_delay(attempt, r.retry_after, s.dlq.backoff);
-      if (st.dlq->retry(d, delay, r.error))
+      if (repo(self)->retry(d, delay, r.error))
         log::warn(st.tag, "dead letter {} compensation retry {} of {} in {}ms: {}", d.id, attempt,
                   s.dlq.max_retries, delay.count(), r.error);
       return;
@@ -92,7 +86,7 @@ void compensate(dlq_actor* self, const persistence::claimed_dead_letter& d) {
   case compensation_result::kind::non_retryable:
     break;
   }
-  if (st.dlq->fail(d, r.error)) {
+  if (repo(self)->fail(d, r.error)) {
     metrics::global().compensations.inc({{"kind", "dead_letter"}, {"outcome", "failed"}});
     log::error(st.tag,
                "order needs attention: compensation of dead letter {} ({} {} {}) failed "
@@ -105,16 +99,11 @@ void claim(dlq_actor* self) {
   auto& st = self->state;
   if (st.stopping || st.ctx->stopping || !st.batch.empty())
     return;
-  auto* repo = repository(self);
-  if (!repo) {
-    schedule(self, st.db->retry_in());
-    return;
-  }
   const auto& s = st.ctx->settings;
   try {
-    auto claimed = repo->claim(st.tag, s.outbox.batch_size, s.outbox.lease_timeout);
+    auto claimed = repo(self)->claim(st.tag, s.outbox.batch_size, s.outbox.lease_timeout);
     if (claimed.empty()) {
-      auto next = repo->next_due_in();
+      auto next = repo(self)->next_due_in();
       schedule(self, next ? std::min(*next + milliseconds(1), s.outbox.poll_interval)
                           : s.outbox.poll_interval);
       return;
@@ -124,8 +113,7 @@ void claim(dlq_actor* self) {
   } catch (const std::exception& e) {
     if (!is_connection_loss(e))
       throw;
-    st.db->drop(e);
-    schedule(self, st.db->retry_in());
+    connection_lost(self, e);
   }
 }
 
@@ -139,15 +127,13 @@ void process_next(dlq_actor* self) {
   st.batch.pop_front();
   try {
     if (st.ctx->stopping)
-      st.dlq->release(d);
+      repo(self)->release(d);
     else
       compensate(self, d);
   } catch (const std::exception& e) {
     if (!is_connection_loss(e))
       throw;
-    st.db->drop(e);
-    st.batch.clear();
-    schedule(self, st.db->retry_in());
+    connection_lost(self, e);
     return;
   }
   self->send(self, process_atom::value);
@@ -158,8 +144,7 @@ caf::behavior dlq_processor(dlq_actor* self, context_ptr ctx, int index, caf::ac
   st.ctx = std::move(ctx);
   st.index = index;
   st.tag = fmt::format("dlq-processor-{}", index + 1);
-  st.db = std::make_unique<worker_connection>(st.ctx->conninfo(fmt::format("dlq-{}", index + 1)),
-                                              st.tag);
+  st.runner = std::make_unique<event_runner>(*st.ctx, st.tag);
   self->set_exception_handler([self](std::exception_ptr& ep) -> caf::error {
     try {
       std::rethrow_exception(ep);
@@ -182,9 +167,12 @@ caf::behavior dlq_processor(dlq_actor* self, context_ptr ctx, int index, caf::ac
       [self](stop_atom) {
         auto& st = self->state;
         st.stopping = true;
-        if (st.dlq)
+        try {
           for (const auto& d : st.batch)
-            st.dlq->release(d);
+            repo(self)->release(d);
+        } catch (const std::exception& e) {
+          log::warn(st.tag, "could not hand back claims (their leases will expire): {}", e.what());
+        }
         st.batch.clear();
         self->quit();
         return true;

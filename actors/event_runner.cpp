@@ -96,9 +96,8 @@ void fill_response(persistence::attempt_row& row, const http::call_result& r,
 
 } // namespace
 
-event_runner::event_runner(const engine_context& ctx, std::string actor_name,
-                           persistence::outbox_repository& repo)
-    : ctx_(ctx), name_(std::move(actor_name)), repo_(repo), rng_(std::random_device{}()) {}
+event_runner::event_runner(const engine_context& ctx, std::string actor_name)
+    : ctx_(ctx), name_(std::move(actor_name)), rng_(std::random_device{}()) {}
 
 milliseconds event_runner::retry_delay(int retry, const std::optional<milliseconds>& retry_after,
                                        const conf::backoff_settings& backoff) {
@@ -107,7 +106,7 @@ milliseconds event_runner::retry_delay(int retry, const std::optional<millisecon
 }
 
 void event_runner::record(const persistence::attempt_row& row) {
-  repo_.record_attempt(row);
+  repo()->record_attempt(row);
   observe_call(row);
 }
 
@@ -126,14 +125,14 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
     log::warn(name_,
               "event {} ({} of {} {}): no fan-out configured for this type; nothing to deliver",
               e.id, e.event_type, e.aggregate_type, e.aggregate_id);
-    repo_.complete(e, domain::engine_outcome::fanout_succeeded);
+    repo()->complete(e, domain::engine_outcome::fanout_succeeded);
     return;
   }
   documents docs;
   rapidjson::Document payloads;
   payloads.Parse(e.payloads_json.data(), e.payloads_json.size());
   if (payloads.HasParseError() || !payloads.IsObject()) {
-    repo_.dead_letter(e, "NON_RETRYABLE_ERROR", "payloads are not a JSON object");
+    repo()->dead_letter(e, "NON_RETRYABLE_ERROR", "payloads are not a JSON object");
     return;
   }
 
@@ -141,7 +140,7 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
   // stored responses feed previousDestination conditions. (A first run has nothing to read.)
   domain::previous_responses previous;
   if (e.has_results)
-    for (const auto& done : repo_.successes(e.id))
+    for (const auto& done : repo()->successes(e.id))
       previous[done.destination] = docs.parse(done.response_json);
 
   // An event that waited in its processor's batch may have used up much of its lease already.
@@ -159,13 +158,13 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
       continue;
     }
     if (ctx_.stopping) {
-      repo_.release(e);
+      repo()->release(e);
       log::info(name_, "event {} {} handed back for shutdown before {}", e.id, e.event_type, name);
       return;
     }
     // A long fan-out keeps its lease alive, and learns early when it lost it.
     if (std::chrono::steady_clock::now() - claimed_at > s.outbox.lease_timeout / 2) {
-      if (!repo_.extend_lease(e, s.outbox.lease_timeout)) {
+      if (!repo()->extend_lease(e, s.outbox.lease_timeout)) {
         log::warn(name_, "event {} {}: lease lost before {}; another worker owns it now", e.id,
                   e.event_type, name);
         return;
@@ -189,8 +188,8 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
 
   const metrics::labels type{{"event_type", e.event_type}};
   if (!failed) {
-    bool completed = repo_.complete(e, domain::engine_outcome::fanout_succeeded, {},
-                                    last_row ? &*last_row : nullptr);
+    bool completed = repo()->complete(e, domain::engine_outcome::fanout_succeeded, {},
+                                      last_row ? &*last_row : nullptr);
     if (last_row)
       observe_call(*last_row);
     if (completed) {
@@ -205,7 +204,7 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
   auto error = failed_destination + ": " + failed->error;
   if (failed->outcome == domain::call_outcome::retryable && attempt <= s.outbox.max_retries) {
     auto delay = retry_delay(attempt, failed->retry_after, s.outbox.backoff);
-    if (repo_.retry(e, delay, error)) {
+    if (repo()->retry(e, delay, error)) {
       m().events_retried.inc(type);
       log::info(name_, "event {} {} {} {}: retry {} of {} in {}ms ({}{})", e.id, e.event_type,
                 e.aggregate_type, e.aggregate_id, attempt, s.outbox.max_retries, delay.count(),
@@ -217,7 +216,7 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
   }
   auto reason = failed->outcome == domain::call_outcome::retryable ? "MAX_RETRIES_EXCEEDED"
                                                                    : "NON_RETRYABLE_ERROR";
-  if (repo_.dead_letter(e, reason, error)) {
+  if (repo()->dead_letter(e, reason, error)) {
     m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", reason}});
     log::warn(name_, "event {} {} {} {} dead-lettered ({}): {}", e.id, e.event_type,
               e.aggregate_type, e.aggregate_id, reason, error);
@@ -322,16 +321,16 @@ void event_runner::run_cancellation(const persistence::claimed_event& e) {
   const int attempt = e.attempts + 1;
   const metrics::labels type{{"event_type", e.event_type}};
   auto original_type = e.event_type.substr(1);
-  auto original = repo_.latest_event_id(e.aggregate_type, e.aggregate_id, original_type);
+  auto original = repo()->latest_event_id(e.aggregate_type, e.aggregate_id, original_type);
   compensation_result result;
   if (original)
     result = compensate(*original, e.aggregate_id, e.event_type, attempt);
   if (result.what == compensation_result::kind::interrupted) {
-    repo_.release(e);
+    repo()->release(e);
     return;
   }
   if (result.what == compensation_result::kind::done) {
-    if (!repo_.complete(e, domain::engine_outcome::cancellation_compensated))
+    if (!repo()->complete(e, domain::engine_outcome::cancellation_compensated))
       return lease_lost(e, "cancellation result");
     m().events_processed.inc(type);
     m().compensations.inc({{"kind", "cancellation"}, {"outcome", "reverted"}});
@@ -341,7 +340,7 @@ void event_runner::run_cancellation(const persistence::claimed_event& e) {
   }
   if (result.what == compensation_result::kind::retryable && attempt <= s.outbox.max_retries) {
     auto delay = retry_delay(attempt, result.retry_after, s.outbox.backoff);
-    if (!repo_.retry(e, delay, result.error))
+    if (!repo()->retry(e, delay, result.error))
       return lease_lost(e, "retry");
     m().events_retried.inc(type);
     log::info(name_, "event {} {} {} {}: retry {} of {} in {}ms ({})", e.id, e.event_type,
@@ -350,8 +349,8 @@ void event_runner::run_cancellation(const persistence::claimed_event& e) {
     return;
   }
   // A cancellation that cannot finish is never compensated again: it waits for an operator.
-  if (!repo_.dead_letter(e, "CANCELLATION_FAILED", result.error, "FAILED",
-                         domain::engine_outcome::compensation_failed))
+  if (!repo()->dead_letter(e, "CANCELLATION_FAILED", result.error, "FAILED",
+                           domain::engine_outcome::compensation_failed))
     return lease_lost(e, "dead letter");
   m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", "CANCELLATION_FAILED"}});
   m().compensations.inc({{"kind", "cancellation"}, {"outcome", "failed"}});
@@ -362,13 +361,13 @@ void event_runner::run_cancellation(const persistence::claimed_event& e) {
 std::optional<compensation_result>
 event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt) {
   const auto& s = ctx_.settings;
-  auto body = repo_.body_of(original_event_id);
+  auto body = repo()->body_of(original_event_id);
   if (!body)
     return std::nullopt;
   auto fanout = s.http.fanout.find(body->event_type);
   if (fanout == s.http.fanout.end())
     return std::nullopt;
-  auto name = domain::uncertain_step(fanout->second, repo_.step_states(original_event_id),
+  auto name = domain::uncertain_step(fanout->second, repo()->step_states(original_event_id),
                                      body->attempts.value_or(0));
   if (!name)
     return std::nullopt;
@@ -382,7 +381,7 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt)
     return std::nullopt;
   documents docs;
   domain::previous_responses previous;
-  for (const auto& done : repo_.successes(original_event_id))
+  for (const auto& done : repo()->successes(original_event_id))
     previous[done.destination] = docs.parse(done.response_json);
   auto index = static_cast<std::size_t>(
       std::find(fanout->second.begin(), fanout->second.end(), *name) - fanout->second.begin());
@@ -411,8 +410,8 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
   if (auto unsettled = settle_uncertain_step(original_event_id, attempt))
     return *unsettled;
   documents docs;
-  auto steps = repo_.successes(original_event_id);
-  auto reverted_list = repo_.reverted_destinations(original_event_id);
+  auto steps = repo()->successes(original_event_id);
+  auto reverted_list = repo()->reverted_destinations(original_event_id);
   std::set<std::string> reverted(reverted_list.begin(), reverted_list.end());
   compensation_result out;
   // LIFO: the step applied last is undone first.

@@ -27,8 +27,7 @@ struct compensation_result {
 class event_runner {
 public:
   /// `actor_name` tags the log lines (e.g. "outbox-processor-2").
-  event_runner(const engine_context& ctx, std::string actor_name,
-               persistence::outbox_repository& repo);
+  event_runner(const engine_context& ctx, std::string actor_name);
 
   /// Runs a claimed outbox event and completes, retries, dead-letters or releases it.
   void run(const persistence::claimed_event& e);
@@ -68,10 +67,13 @@ private:
   void lease_lost(const persistence::claimed_event& e, const char* what);
   void run_fanout(const persistence::claimed_event& e);
   void run_cancellation(const persistence::claimed_event& e);
+  /// The outbox repository on a borrowed connection, for one statement.
+  worker_connections::lease<persistence::outbox_repository> repo() {
+    return ctx_.db->outbox(name_);
+  }
 
   const engine_context& ctx_;
   std::string name_;
-  persistence::outbox_repository& repo_;
   http::caller caller_;
   std::mt19937_64 rng_;
 };

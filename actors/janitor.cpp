@@ -1,6 +1,5 @@
 // janitor: the lease reaper (expired outbox and dead-letter leases) every reaperInterval, and
 // retention of old PROCESSED events in small batches. Detached: both block on the database.
-#include "actors/worker_connection.hpp"
 #include "actors/workers.hpp"
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
@@ -18,45 +17,25 @@ constexpr const char* tag = "janitor";
 
 struct janitor_state {
   context_ptr ctx;
-  std::unique_ptr<worker_connection> db;
-  int generation = -1;
-  std::unique_ptr<persistence::outbox_repository> outbox;
-  std::unique_ptr<persistence::dlq_repository> dlq;
   static inline const char* name = "janitor";
 };
 
 using janitor = caf::stateful_actor<janitor_state>;
 
-bool ready(janitor* self) {
-  auto& st = self->state;
-  auto* conn = st.db->get();
-  if (!conn)
-    return false;
-  if (st.generation != st.db->generation()) {
-    st.outbox = std::make_unique<persistence::outbox_repository>(*conn, st.ctx->hooks);
-    st.dlq = std::make_unique<persistence::dlq_repository>(*conn, st.ctx->hooks);
-    st.generation = st.db->generation();
-  }
-  return true;
-}
-
 /// Runs `job`, turning a lost connection into a log line and a later retry.
 template <class Job> void guarded(janitor* self, Job&& job) {
-  if (!ready(self))
-    return;
   try {
-    job();
+    job(*self->state.ctx->db);
   } catch (const std::exception& e) {
     if (!is_connection_loss(e))
       throw;
-    self->state.db->drop(e);
+    self->state.ctx->db->lost(tag, e);
   }
 }
 
 caf::behavior janitor_actor(janitor* self, context_ptr ctx) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
-  st.db = std::make_unique<worker_connection>(st.ctx->conninfo("janitor"), tag);
   const auto& s = st.ctx->settings;
   self->delayed_send(self, s.outbox.reaper_interval, reap_atom::value);
   if (s.outbox.retention.count() > 0)
@@ -64,9 +43,9 @@ caf::behavior janitor_actor(janitor* self, context_ptr ctx) {
   return {
       [self](reap_atom) {
         const auto& s = self->state.ctx->settings;
-        guarded(self, [&] {
-          auto outbox = self->state.outbox->reap_expired(s.outbox.max_retries);
-          auto dlq = self->state.dlq->reap_expired(s.dlq.max_retries);
+        guarded(self, [&](worker_connections& db) {
+          auto outbox = db.outbox(tag)->reap_expired(s.outbox.max_retries);
+          auto dlq = db.dlq(tag)->reap_expired(s.dlq.max_retries);
           metrics::global().lease_expiries.inc({{"table", "outbox_events"}},
                                                outbox.returned + outbox.dead_lettered);
           metrics::global().lease_expiries.inc({{"table", "dead_letter_events"}}, dlq);
@@ -80,10 +59,10 @@ caf::behavior janitor_actor(janitor* self, context_ptr ctx) {
       },
       [self](retain_atom) {
         const auto& s = self->state.ctx->settings;
-        guarded(self, [&] {
+        guarded(self, [&](worker_connections& db) {
           int deleted = 0;
           for (int i = 0; i < retention_batches_per_run; ++i) {
-            int n = self->state.outbox->delete_processed(s.outbox.retention, retention_batch);
+            int n = db.outbox(tag)->delete_processed(s.outbox.retention, retention_batch);
             deleted += n;
             if (n < retention_batch)
               break;

@@ -1,8 +1,8 @@
 // The actors' internal API: message atoms and the context every engine actor shares.
 #pragma once
 
+#include "actors/worker_connections.hpp"
 #include "conf/settings.hpp"
-#include "persistence/outbox_repository.hpp"
 
 #include <atomic>
 #include <caf/atom.hpp>
@@ -42,6 +42,8 @@ struct engine_context {
   /// (application_name "outboxd-<role>").
   std::string conninfo(const std::string& role) const;
   persistence::hooks_by_type hooks;
+  /// The connections the workers share (outbox.connections of them).
+  std::unique_ptr<worker_connections> db;
   /// Set once shutdown begins: workers stop between calls and hand their claims back.
   std::atomic<bool> stopping{false};
   /// The listener holds a live LISTEN connection (readiness).

@@ -2,7 +2,6 @@
 // it shutdown, is served between events), then claim again; idle until a wake-up or the next
 // due retry.
 #include "actors/event_runner.hpp"
-#include "actors/worker_connection.hpp"
 #include "actors/workers.hpp"
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
@@ -20,12 +19,11 @@ struct processor_state {
   int index = 0;
   std::string tag;
   caf::actor supervisor;
-  std::unique_ptr<worker_connection> db;
-  int repo_generation = -1;
-  std::unique_ptr<persistence::outbox_repository> repo;
   std::unique_ptr<event_runner> runner;
   std::deque<persistence::claimed_event> batch;
   int claim_size = 1;
+  std::size_t claimed = 0; // events of the last claim, and when it was made
+  std::chrono::steady_clock::time_point claimed_at;
   std::uint64_t timer = 0;
   caf::actor dlq;
   int dlq_restarts = 0;
@@ -35,17 +33,9 @@ struct processor_state {
 
 using processor = caf::stateful_actor<processor_state>;
 
-persistence::outbox_repository* repository(processor* self) {
-  auto& st = self->state;
-  auto* conn = st.db->get();
-  if (!conn)
-    return nullptr;
-  if (st.repo_generation != st.db->generation()) {
-    st.repo = std::make_unique<persistence::outbox_repository>(*conn, st.ctx->hooks);
-    st.runner = std::make_unique<event_runner>(*st.ctx, st.tag, *st.repo);
-    st.repo_generation = st.db->generation();
-  }
-  return st.repo.get();
+/// The outbox repository on a borrowed connection, for one statement.
+auto repo(processor* self) {
+  return self->state.ctx->db->outbox(self->state.tag);
 }
 
 void schedule(processor* self, milliseconds delay) {
@@ -54,11 +44,11 @@ void schedule(processor* self, milliseconds delay) {
 
 void handle_connection_loss(processor* self, const std::exception& e) {
   auto& st = self->state;
-  st.db->drop(e);
+  st.ctx->db->lost(st.tag, e);
   // The claims die with the connection's usefulness; their leases expire and the reaper
   // hands them to a worker that can reach the database.
   st.batch.clear();
-  schedule(self, st.db->retry_in());
+  schedule(self, st.ctx->db->retry_in());
 }
 
 /// Events one processor claims per query when it starts, or after a claim that came back short:
@@ -68,30 +58,40 @@ int base_claim_size(const conf::outbox_settings& s) {
   return std::max(1, s.batch_size / s.pool_size);
 }
 
-/// After a full claim there is a backlog: the next claim doubles, up to 8 times the base and
-/// never beyond outbox.batchSize, so that many processors do not pay a claim per event.
-int next_claim_size(const conf::outbox_settings& s, int size, std::size_t claimed) {
+/// A batch is kept to about what its processor runs in this time, so that one processor does not
+/// sit on slow events (slow remotes) while the others run out of work at the end of a backlog.
+constexpr milliseconds batch_time{250};
+
+/// The size of the next claim, from the last one: `claimed` of `size` events, run in `took`.
+/// After a full claim there is a backlog: the size doubles, up to 8 times the base and never
+/// beyond outbox.batchSize, so that many processors do not pay a claim per event; and never
+/// beyond what the last batch's pace runs in batch_time. After a short claim, the base.
+int next_claim_size(const conf::outbox_settings& s, int size, std::size_t claimed,
+                    std::chrono::steady_clock::duration took) {
   if (claimed < static_cast<std::size_t>(size))
     return base_claim_size(s);
-  return std::min({size * 2, base_claim_size(s) * 8, s.batch_size});
+  using seconds = std::chrono::duration<double>;
+  auto paced = claimed * seconds(batch_time).count() / std::max(seconds(took).count(), 1e-4);
+  auto cap = std::min({size * 2, base_claim_size(s) * 8, s.batch_size});
+  return std::clamp(static_cast<int>(paced), 1, cap);
 }
 
 void claim(processor* self) {
   auto& st = self->state;
   if (st.stopping || st.ctx->stopping || !st.batch.empty())
     return;
-  auto* repo = repository(self);
-  if (!repo) {
-    schedule(self, st.db->retry_in());
-    return;
-  }
   const auto& s = st.ctx->settings.outbox;
   try {
-    auto claimed = repo->claim(st.tag, st.claim_size, s.lease_timeout);
-    st.claim_size = next_claim_size(s, st.claim_size, claimed.size());
+    auto now = std::chrono::steady_clock::now();
+    if (st.claimed > 0)
+      st.claim_size = next_claim_size(s, st.claim_size, st.claimed, now - st.claimed_at);
+    auto claimed = repo(self)->claim(st.tag, st.claim_size, s.lease_timeout);
+    st.claimed = claimed.size();
+    st.claimed_at = now;
     if (claimed.empty()) {
+      st.claim_size = base_claim_size(s);
       self->send(st.supervisor, idle_atom::value, st.index);
-      auto next = repo->next_due_in();
+      auto next = repo(self)->next_due_in();
       schedule(self, next ? std::min(*next + milliseconds(1), s.poll_interval) : s.poll_interval);
       return;
     }
@@ -117,7 +117,7 @@ void process_next(processor* self) {
   st.batch.pop_front();
   try {
     if (st.ctx->stopping) {
-      repository(self)->release(e);
+      repo(self)->release(e);
     } else {
       st.runner->run(e);
     }
@@ -132,12 +132,12 @@ void process_next(processor* self) {
 
 void release_batch(processor* self) {
   auto& st = self->state;
-  if (st.batch.empty() || !st.repo)
+  if (st.batch.empty())
     return;
   int released = 0;
   try {
     for (const auto& e : st.batch)
-      released += st.repo->release(e) ? 1 : 0;
+      released += repo(self)->release(e) ? 1 : 0;
   } catch (const std::exception& ex) {
     log::warn(st.tag, "could not hand back claims (their leases will expire): {}", ex.what());
   }
@@ -157,8 +157,7 @@ caf::behavior outbox_processor(processor* self, context_ptr ctx, int index, caf:
   st.tag = fmt::format("outbox-processor-{}", index + 1);
   st.supervisor = std::move(supervisor);
   st.claim_size = base_claim_size(st.ctx->settings.outbox);
-  st.db = std::make_unique<worker_connection>(
-      st.ctx->conninfo(fmt::format("processor-{}", index + 1)), st.tag);
+  st.runner = std::make_unique<event_runner>(*st.ctx, st.tag);
   self->set_exception_handler([self](std::exception_ptr& ep) -> caf::error {
     try {
       std::rethrow_exception(ep);

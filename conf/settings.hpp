@@ -40,6 +40,7 @@ struct backoff_settings {
 struct outbox_settings {
   bool enabled = true; // false: intake and API only, no processors in this process
   int pool_size = 3;
+  int connections = 8; // database connections shared by the processors, their children, the janitor
   int batch_size = 100;
   milliseconds poll_interval{2000};
   bool use_listen_notify = true;

@@ -36,6 +36,13 @@ INSERT INTO aggregate_results (event_id, aggregate_id, event_type, destination, 
   attempt, endpoint_url, http_method, idempotency_key, request_payload, response_status,
   response_payload, response_text, outcome, error_message, duration_ms))sql";
 
+// A claim and an attempt row commit without waiting for the WAL flush (set_config in RETURNING
+// switches synchronous_commit off for the statement's own implicit transaction). The event's
+// next state change commits synchronously, which flushes the WAL up to and including them; a
+// database crash before that loses only a claim or rows of a run that is then redone (and a run
+// without rows makes a compensation settle its step first).
+constexpr const char* async_commit = "set_config('synchronous_commit', 'off', true)";
+
 constexpr const char* successes_sql = R"sql(
 SELECT DISTINCT ON (destination) destination, fanout_order, endpoint_url,
        request_payload::text, response_payload::text
@@ -135,6 +142,14 @@ SELECT coalesce(
   (SELECT max(event_id) FROM aggregate_results
     WHERE aggregate_id = $2 AND event_type = $3 AND destination NOT LIKE '%.revert')))sql";
 
+/// The attempt row's INSERT with its 16 values bound to parameters $first, $first+1, ...
+std::string insert_attempt_sql(int first) {
+  std::string sql = fmt::format("{} VALUES (${}", record_attempt_columns, first);
+  for (int i = 1; i < attempt_columns_count; ++i)
+    sql += fmt::format(", ${}", first + i);
+  return sql + ")";
+}
+
 bool is_cancellation(const std::string& event_type) {
   return event_type.rfind('!', 0) == 0;
 }
@@ -149,7 +164,9 @@ claimed_event to_claimed(const pqxx::row& r) {
 
 outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks)
     : conn_(conn), hooks_(std::move(hooks)) {
-  conn_.prepare("outbox_claim", claim_sql);
+  conn_.prepare("outbox_claim", fmt::format("{}, {}", claim_sql, async_commit));
+  conn_.prepare("outbox_record_attempt",
+                fmt::format("{} RETURNING {}", insert_attempt_sql(1), async_commit));
   conn_.prepare("outbox_successes", successes_sql);
   conn_.prepare("outbox_reverted", reverted_sql);
   conn_.prepare("outbox_latest_event", latest_event_sql);
@@ -165,7 +182,7 @@ outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks
 }
 
 // Each state change below is one statement, so it runs as an implicit transaction in a single
-// round trip (pqxx::nontransaction), committed synchronously.
+// round trip (pqxx::nontransaction), committed synchronously unless it says async_commit.
 
 std::vector<claimed_event> outbox_repository::claim(const std::string& owner, int limit,
                                                     std::chrono::milliseconds lease) {
@@ -183,20 +200,11 @@ std::vector<claimed_event> outbox_repository::claim(const std::string& owner, in
 }
 
 void outbox_repository::record_attempt(const attempt_row& a) {
-  // One round trip, one implicit transaction that does not wait for the WAL flush: the event's
-  // next state change commits synchronously, which flushes the WAL up to and including this
-  // row, so the row is durable before the state moves on. A database crash before that loses
-  // only rows of a run that is redone (and a run without rows makes a compensation settle its
-  // step first).
   pqxx::nontransaction tx(conn_);
-  auto q = [&tx](const auto& v) { return tx.quote(v); };
-  tx.exec(fmt::format(
-      "SET LOCAL synchronous_commit TO OFF; {} VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, "
-      "{}::jsonb, {}, {}::jsonb, {}, {}, {}, {})",
-      record_attempt_columns, a.event_id, q(a.aggregate_id), q(a.event_type), q(a.destination),
-      a.fanout_order, a.attempt, q(a.endpoint_url), q(a.http_method), q(a.idempotency_key),
-      q(a.request_payload_json), q(a.response_status), q(a.response_payload_json),
-      q(a.response_text), q(a.outcome), q(a.error_message), q(a.duration_ms)));
+  tx.exec_prepared("outbox_record_attempt", a.event_id, a.aggregate_id, a.event_type, a.destination,
+                   a.fanout_order, a.attempt, a.endpoint_url, a.http_method, a.idempotency_key,
+                   a.request_payload_json, a.response_status, a.response_payload_json,
+                   a.response_text, a.outcome, a.error_message, a.duration_ms);
 }
 
 std::vector<stored_success> outbox_repository::successes(std::int64_t event_id) {
@@ -269,10 +277,7 @@ const std::string& outbox_repository::finishing(const char* kind, const char* do
     auto sql =
         done_sql + transition_ctes(hooks_of(hooks_, aggregate_type), outcome, "done", reason_param);
     if (attempt_param) {
-      sql += fmt::format(", attempt AS ({} VALUES (${}", record_attempt_columns, attempt_param);
-      for (int i = 1; i < attempt_columns_count; ++i)
-        sql += fmt::format(", ${}", attempt_param + i);
-      sql += "))";
+      sql += ", attempt AS (" + insert_attempt_sql(attempt_param) + ")";
     }
     conn_.prepare(key, sql + " SELECT count(*) FROM done");
   }

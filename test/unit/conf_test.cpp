@@ -105,6 +105,7 @@ TEST_CASE("the shipped configuration loads with no errors") {
   CHECK(s.database.pool_size == 8);
   CHECK(s.database.startup_timeout == 60s);
   CHECK(s.outbox.pool_size == 3);
+  CHECK(s.outbox.connections == 8);
   CHECK(s.outbox.batch_size == 100);
   CHECK(s.outbox.poll_interval == 2s);
   CHECK(s.outbox.use_listen_notify);
@@ -555,6 +556,7 @@ TEST_CASE("database settings are checked") {
 TEST_CASE("outbox settings are checked") {
   CHECK_SET_ERROR("outbox.poolSize=0", "outbox.poolSize must be > 0, got 0");
   CHECK_SET_ERROR("outbox.poolSize=257", "outbox.poolSize must be between 1 and 256, got 257");
+  CHECK_SET_ERROR("outbox.connections=0", "outbox.connections must be > 0, got 0");
   CHECK_SET_ERROR("outbox.batchSize=0", "outbox.batchSize must be > 0, got 0");
   CHECK_SET_ERROR("outbox.batchSize=10001", "outbox.batchSize must be between 1 and 10000");
   CHECK_SET_ERROR("outbox.pollInterval=0s", "outbox.pollInterval must be > 0");

@@ -1,0 +1,115 @@
+// The workers' shared connections. Reconnect policy: 250 ms, doubling (at most once per wait) up to
+// 10 s while connecting fails; back to 250 ms once a connection opens.
+#include "actors/worker_connections.hpp"
+
+#include "log/log.hpp"
+
+#include <algorithm>
+
+namespace outboxd::actors {
+namespace {
+constexpr std::chrono::milliseconds first_backoff{250};
+constexpr std::chrono::milliseconds max_backoff{10000};
+} // namespace
+
+bool is_connection_loss(const std::exception& e) {
+  if (dynamic_cast<const pqxx::broken_connection*>(&e) ||
+      dynamic_cast<const pqxx::in_doubt_error*>(&e))
+    return true;
+  if (auto* sql = dynamic_cast<const pqxx::sql_error*>(&e)) {
+    const auto& state = sql->sqlstate();
+    return state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0;
+  }
+  return false;
+}
+
+worker_connections::worker_connections(std::function<std::string(int)> conninfo, int size,
+                                       persistence::hooks_by_type hooks)
+    : conninfo_(std::move(conninfo)), hooks_(std::move(hooks)), size_(size) {}
+
+worker_connections::~worker_connections() = default;
+
+std::unique_ptr<worker_connections::session> worker_connections::take(const std::string& who) {
+  const auto me = std::this_thread::get_id();
+  std::unique_lock lock(mutex_);
+  available_.wait(lock, [this] { return !idle_.empty() || open_ < size_; });
+  auto mine =
+      std::find_if(idle_.begin(), idle_.end(), [me](const auto& s) { return s->last_user == me; });
+  if (mine != idle_.end() || (open_ == size_ && !idle_.empty())) {
+    auto it = mine != idle_.end() ? mine : idle_.end() - 1;
+    auto s = std::move(*it);
+    idle_.erase(it);
+    s->last_user = me;
+    return s;
+  }
+  ++open_;
+  auto n = ++opened_;
+  lock.unlock();
+  try {
+    auto s = std::make_unique<session>(conninfo_(n), hooks_);
+    s->last_user = me;
+    lock.lock();
+    if (reported_)
+      log::info(who, "database connection restored");
+    reported_ = false;
+    backoff_ = first_backoff;
+    return s;
+  } catch (const std::exception& e) {
+    lock.lock();
+    --open_;
+    available_.notify_one();
+    if (!reported_)
+      log::warn(who, "cannot connect to the database, retrying: {}", e.what());
+    reported_ = true;
+    auto now = std::chrono::steady_clock::now();
+    if (now >= backoff_raised_ + backoff_) { // many workers failing at once raise it once
+      backoff_ = std::min(backoff_ * 2, max_backoff);
+      backoff_raised_ = now;
+    }
+    throw;
+  }
+}
+
+void worker_connections::give_back(std::unique_ptr<session> s, bool drop) {
+  std::unique_ptr<session> dropped;
+  std::lock_guard lock(mutex_);
+  if (drop) {
+    dropped = std::move(s); // closed below, outside the lock
+    --open_;
+  } else {
+    idle_.push_back(std::move(s));
+  }
+  available_.notify_one();
+}
+
+worker_connections::lease<persistence::outbox_repository>
+worker_connections::outbox(const std::string& who) {
+  auto s = take(who);
+  auto* repo = &s->outbox;
+  return {this, std::move(s), repo};
+}
+
+worker_connections::lease<persistence::dlq_repository>
+worker_connections::dlq(const std::string& who) {
+  auto s = take(who);
+  auto* repo = &s->dlq;
+  return {this, std::move(s), repo};
+}
+
+void worker_connections::lost(const std::string& who, const std::exception& why) {
+  std::vector<std::unique_ptr<session>> dropped;
+  std::lock_guard lock(mutex_);
+  if (!reported_)
+    log::warn(who, "database connection lost, reconnecting: {}", why.what());
+  reported_ = true;
+  open_ -= static_cast<int>(idle_.size());
+  dropped.swap(idle_);
+  available_.notify_all();
+}
+
+std::chrono::milliseconds worker_connections::retry_in() const {
+  std::lock_guard lock(mutex_);
+  return backoff_;
+}
+
+} // namespace outboxd::actors

@@ -1,0 +1,105 @@
+// The database connections of the engine's workers, shared: a worker borrows one for each
+// statement and gives it back, so outbox.poolSize processors and their dead-letter children run
+// on outbox.connections connections. Opened when needed, dropped when a statement on them fails,
+// and, while the database cannot be reached, retried after a capped exponential backoff.
+#pragma once
+
+#include "persistence/dlq_repository.hpp"
+#include "persistence/outbox_repository.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace outboxd::actors {
+
+class worker_connections {
+  /// One connection and the repositories prepared on it.
+  struct session {
+    session(const std::string& conninfo, const persistence::hooks_by_type& hooks)
+        : conn(conninfo), outbox(conn, hooks), dlq(conn, hooks) {}
+    pqxx::connection conn;
+    persistence::outbox_repository outbox;
+    persistence::dlq_repository dlq;
+    std::thread::id last_user;
+  };
+
+public:
+  /// `conninfo(n)` is the connection string of the n-th connection opened (1, 2, ...).
+  worker_connections(std::function<std::string(int)> conninfo, int size,
+                     persistence::hooks_by_type hooks);
+  ~worker_connections();
+  worker_connections(const worker_connections&) = delete;
+  worker_connections& operator=(const worker_connections&) = delete;
+
+  /// A borrowed connection's repository, given back when the lease ends: for a temporary, at the
+  /// end of the statement that uses it (`db.outbox()->complete(...)`). A lease that ends by an
+  /// exception drops its connection, so the next statement runs on a fresh one.
+  template <class Repo> class lease {
+  public:
+    lease(lease&& other) noexcept
+        : pool_(other.pool_), session_(std::move(other.session_)), repo_(other.repo_),
+          exceptions_(other.exceptions_) {}
+    lease(const lease&) = delete;
+    lease& operator=(const lease&) = delete;
+    lease& operator=(lease&&) = delete;
+    ~lease() {
+      if (session_)
+        pool_->give_back(std::move(session_), std::uncaught_exceptions() > exceptions_);
+    }
+    Repo* operator->() const { return repo_; }
+
+  private:
+    friend class worker_connections;
+    lease(worker_connections* pool, std::unique_ptr<session> s, Repo* repo)
+        : pool_(pool), session_(std::move(s)), repo_(repo),
+          exceptions_(std::uncaught_exceptions()) {}
+    worker_connections* pool_;
+    std::unique_ptr<session> session_;
+    Repo* repo_;
+    int exceptions_;
+  };
+
+  /// Borrows a connection: the one this thread (each worker is detached) had last when it is
+  /// free, else a new one while fewer than the maximum are open, else the one used most recently;
+  /// waits while all are in use. So a worker keeps its connection while there are enough, and the
+  /// backends' caches stay warm. Throws pqxx::broken_connection while the database cannot be
+  /// reached (logged once per outage, under `who`).
+  lease<persistence::outbox_repository> outbox(const std::string& who);
+  lease<persistence::dlq_repository> dlq(const std::string& who);
+
+  /// A statement of `who` failed because its connection was lost: logged once per outage; the
+  /// idle connections are dropped too (they most likely died with it).
+  void lost(const std::string& who, const std::exception& why);
+
+  /// When a worker that could not reach the database tries again.
+  std::chrono::milliseconds retry_in() const;
+
+private:
+  std::unique_ptr<session> take(const std::string& who);
+  void give_back(std::unique_ptr<session> s, bool drop);
+
+  std::function<std::string(int)> conninfo_;
+  persistence::hooks_by_type hooks_;
+  mutable std::mutex mutex_;
+  std::condition_variable available_;
+  std::vector<std::unique_ptr<session>> idle_;
+  int size_;
+  int open_ = 0;
+  int opened_ = 0; // connections opened so far, for their names
+  bool reported_ = false;
+  std::chrono::milliseconds backoff_{250};
+  std::chrono::steady_clock::time_point backoff_raised_;
+};
+
+/// True for exceptions that mean "the connection is gone or the server is restarting".
+bool is_connection_loss(const std::exception& e);
+
+} // namespace outboxd::actors

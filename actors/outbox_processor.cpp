@@ -51,29 +51,8 @@ void handle_connection_loss(processor* self, const std::exception& e) {
   schedule(self, st.ctx->db->retry_in());
 }
 
-/// Events one processor claims per query when it starts, or after a claim that came back short:
-/// outbox.batchSize shared among the processors, so that a burst keeps every one of them busy
-/// and none sits on events another could run.
-int base_claim_size(const conf::outbox_settings& s) {
-  return std::max(1, s.batch_size / s.pool_size);
-}
-
-/// A batch is kept to about what its processor runs in this time, so that one processor does not
-/// sit on slow events (slow remotes) while the others run out of work at the end of a backlog.
-constexpr milliseconds batch_time{250};
-
-/// The size of the next claim, from the last one: `claimed` of `size` events, run in `took`.
-/// After a full claim there is a backlog: the size doubles, up to 8 times the base and never
-/// beyond outbox.batchSize, so that many processors do not pay a claim per event; and never
-/// beyond what the last batch's pace runs in batch_time. After a short claim, the base.
-int next_claim_size(const conf::outbox_settings& s, int size, std::size_t claimed,
-                    std::chrono::steady_clock::duration took) {
-  if (claimed < static_cast<std::size_t>(size))
-    return base_claim_size(s);
-  using seconds = std::chrono::duration<double>;
-  auto paced = claimed * seconds(batch_time).count() / std::max(seconds(took).count(), 1e-4);
-  auto cap = std::min({size * 2, base_claim_size(s) * 8, s.batch_size});
-  return std::clamp(static_cast<int>(paced), 1, cap);
+domain::claim_sizing sizing(const conf::outbox_settings& s) {
+  return {s.batch_size, s.pool_size};
 }
 
 void claim(processor* self) {
@@ -84,12 +63,12 @@ void claim(processor* self) {
   try {
     auto now = std::chrono::steady_clock::now();
     if (st.claimed > 0)
-      st.claim_size = next_claim_size(s, st.claim_size, st.claimed, now - st.claimed_at);
+      st.claim_size = sizing(s).next(st.claim_size, st.claimed, now - st.claimed_at);
     auto claimed = repo(self)->claim(st.tag, st.claim_size, s.lease_timeout);
     st.claimed = claimed.size();
     st.claimed_at = now;
     if (claimed.empty()) {
-      st.claim_size = base_claim_size(s);
+      st.claim_size = sizing(s).base();
       self->send(st.supervisor, idle_atom::value, st.index);
       auto next = repo(self)->next_due_in();
       schedule(self, next ? std::min(*next + milliseconds(1), s.poll_interval) : s.poll_interval);
@@ -156,7 +135,7 @@ caf::behavior outbox_processor(processor* self, context_ptr ctx, int index, caf:
   st.index = index;
   st.tag = fmt::format("outbox-processor-{}", index + 1);
   st.supervisor = std::move(supervisor);
-  st.claim_size = base_claim_size(st.ctx->settings.outbox);
+  st.claim_size = sizing(st.ctx->settings.outbox).base();
   st.runner = std::make_unique<event_runner>(*st.ctx, st.tag);
   self->set_exception_handler([self](std::exception_ptr& ep) -> caf::error {
     try {

@@ -398,4 +398,18 @@ std::chrono::milliseconds retry_delay(int retry,
   return milliseconds(static_cast<std::int64_t>(delay));
 }
 
+int claim_sizing::base() const {
+  return std::max(1, batch_size / pool_size);
+}
+
+int claim_sizing::next(int size, std::size_t claimed, std::chrono::nanoseconds took) const {
+  if (claimed < static_cast<std::size_t>(size))
+    return base();
+  using seconds = std::chrono::duration<double>;
+  auto paced = static_cast<double>(claimed) * seconds(batch_time).count() /
+               std::max(seconds(took).count(), 1e-6);
+  auto cap = std::min({size * 2, base() * 8, batch_size});
+  return static_cast<int>(std::clamp(paced, 1.0, static_cast<double>(cap)));
+}
+
 } // namespace outboxd::domain

@@ -74,4 +74,23 @@ std::chrono::milliseconds retry_delay(int retry,
                                       std::chrono::milliseconds base, std::chrono::milliseconds max,
                                       double jitter);
 
+/// How many events a processor claims at once. outbox.batchSize is shared by the outbox.poolSize
+/// processors: each starts at batchSize/poolSize (at least 1), so that a burst keeps every one
+/// busy and none sits on events another could run.
+struct claim_sizing {
+  int batch_size;
+  int pool_size;
+  /// A batch is kept to about what its processor runs in this time, so that one processor does
+  /// not sit on slow events (slow remotes) while the others run out of work at the end of a
+  /// backlog.
+  std::chrono::milliseconds batch_time{250};
+
+  int base() const;
+  /// The next claim's size, from the last one: `claimed` of `size` events, run in `took`. After a
+  /// short claim, the base. After a full one there is a backlog: the size doubles, up to 8 times
+  /// the base and never beyond batchSize, so that many processors do not pay a claim per event;
+  /// and never beyond what the last batch's pace runs in batch_time (at least 1).
+  int next(int size, std::size_t claimed, std::chrono::nanoseconds took) const;
+};
+
 } // namespace outboxd::domain

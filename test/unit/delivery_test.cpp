@@ -687,3 +687,33 @@ TEST_CASE("jitter outside [0, 1) still gives a delay within the bounds") {
   CHECK(retry_delay(1, std::nullopt, 1000ms, 60000ms, std::numeric_limits<double>::infinity()) ==
         1000ms);
 }
+
+TEST_CASE(
+    "claims start at the processor's share of batchSize and double while there is a backlog") {
+  claim_sizing s{100, 16};
+  CHECK(s.base() == 6);
+  CHECK(claim_sizing{100, 200}.base() == 1); // more processors than batchSize: one each
+  // Fast events (1 ms each): a full claim doubles, up to 8 x base.
+  CHECK(s.next(6, 6, 6ms) == 12);
+  CHECK(s.next(12, 12, 12ms) == 24);
+  CHECK(s.next(24, 24, 24ms) == 48);
+  CHECK(s.next(48, 48, 48ms) == 48);
+  // ... and never beyond batchSize.
+  CHECK(claim_sizing{100, 1}.next(100, 100, 100ms) == 100);
+  // A short (or empty) claim means no backlog: back to the base.
+  CHECK(s.next(48, 47, 47ms) == 6);
+  CHECK(s.next(48, 0, 1ms) == 6);
+}
+
+TEST_CASE("a claim is kept to what the processor runs in about 250 ms") {
+  claim_sizing s{100, 16};
+  // 6 events in 510 ms (85 ms each, e.g. 4 calls to a 20 ms remote): 2 at a time.
+  CHECK(s.next(6, 6, 510ms) == 2);
+  // Slower than 250 ms per event: one at a time, never zero.
+  CHECK(s.next(6, 6, 3s) == 1);
+  CHECK(s.next(1, 1, 10s) == 1);
+  // 40 ms per event: 6 fit in 250 ms, even though doubling would allow 12.
+  CHECK(s.next(6, 6, 240ms) == 6);
+  // A pace measured as zero does not divide by zero.
+  CHECK(s.next(6, 6, 0ns) == 12);
+}

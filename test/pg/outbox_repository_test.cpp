@@ -344,3 +344,28 @@ TEST_CASE("an order moves only from the states its outcome moves, and only with 
   CHECK(query_value(db(), "SELECT status FROM dead_letter_events WHERE reason = "
                           "'CANCELLATION_FAILED'") == "FAILED");
 }
+
+TEST_CASE_FIXTURE(fixture,
+                  "claims and attempt rows commit asynchronously, the next change does not") {
+  // Each switches synchronous_commit off for its own transaction only: were it set for the
+  // session, the completion after it would no longer wait for the WAL flush that makes them
+  // durable.
+  auto show = [this] { return pqxx::nontransaction(conn_a).exec1("SHOW synchronous_commit")[0]; };
+  REQUIRE(show().as<std::string>() == "on");
+  auto id = add_event("9");
+  auto claimed = a.claim("a", 1, 60s);
+  REQUIRE(claimed.size() == 1);
+  CHECK(show().as<std::string>() == "on");
+  persistence::attempt_row row;
+  row.event_id = id;
+  row.aggregate_id = "9";
+  row.event_type = "OrderCreated";
+  row.destination = "inventory";
+  row.attempt = 1;
+  row.endpoint_url = "http://127.0.0.1:1/inventory";
+  row.http_method = "POST";
+  row.outcome = "success";
+  a.record_attempt(row);
+  CHECK(show().as<std::string>() == "on");
+  CHECK(count_rows(db(), "aggregate_results") == 1);
+}

@@ -148,3 +148,33 @@ TEST_CASE("a status update sends its notification by the configured route") {
   CHECK(std::string((*notes[1])["notificationType"].GetString()) == "review_request");
   CHECK(p.wait_status(id, "DELIVERED") == "DELIVERED");
 }
+
+TEST_CASE("four processors and their dead-letter children share one database connection") {
+  simulator_process sim;
+  auto db = fresh_database("outboxd_e2e_one_connection");
+  auto args = sim.outboxd_args();
+  for (const auto* extra : {"--set", "outbox.poolSize=4", "--set", "outbox.connections=1"})
+    args.emplace_back(extra);
+  outboxd_process p("one-connection", db, args);
+  p.use_simulator(sim.port);
+  p.wait_ready();
+  // Three charges are refused: their events are dead-lettered and compensated by the dead-letter
+  // processors while the outbox processors run the rest, all through the one connection.
+  p.knobs(R"({"billing.charge":{"failNext":3,"failureStatus":400}})");
+  constexpr int orders = 24;
+  for (int i = 0; i < orders; ++i)
+    p.create_order();
+  REQUIRE(wait_until(
+      [&] {
+        return query_value(db, "SELECT count(*) FROM orders WHERE order_status IN "
+                               "('CONFIRMED', 'FAILED')") == std::to_string(orders);
+      },
+      60s));
+  CHECK(query_value(db, "SELECT count(*) FROM orders WHERE order_status = 'FAILED'") == "3");
+  CHECK(query_value(db, "SELECT count(*) FROM pg_stat_activity "
+                        "WHERE application_name LIKE 'outboxd-worker-%'") == "1");
+  CHECK(p.output().find("dlq-processor-") != std::string::npos);
+  auto consistency = p.client().get("/api/admin/consistency");
+  CHECK(consistency.num("/checked") == orders);
+  CHECK_MESSAGE(consistency.json["violations"].Size() == 0, consistency.body);
+}

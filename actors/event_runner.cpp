@@ -367,8 +367,9 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt)
   auto fanout = s.http.fanout.find(body->event_type);
   if (fanout == s.http.fanout.end())
     return std::nullopt;
-  auto name = domain::uncertain_step(fanout->second, repo()->step_states(original_event_id),
-                                     body->attempts.value_or(0));
+  const int runs = body->attempts.value_or(0);
+  auto name =
+      domain::uncertain_step(fanout->second, repo()->step_states(original_event_id, runs), runs);
   if (!name)
     return std::nullopt;
   const auto& dest = s.http.destinations.at(*name);
@@ -392,7 +393,9 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt)
   persistence::claimed_event e{
       original_event_id,   0, body->aggregate_type, body->aggregate_id, body->event_type,
       body->payloads_json, 0};
-  auto step = call_step(e, index, *name, payloads, previous, attempt);
+  // Numbered after the event's own runs: an answer to this re-send is not the answer the run
+  // that stopped here never got, so a transient one leaves the step uncertain.
+  auto step = call_step(e, index, *name, payloads, previous, runs + attempt);
   record(step.row);
   if (step.outcome != domain::call_outcome::retryable)
     return std::nullopt; // applied (now reverted with the rest) or refused for good

@@ -79,7 +79,7 @@ struct step_history {
   step_state state = step_state::answered;
   int first_attempt = 0;     // the event attempt of its first row
   int last_attempt = 0;      // the event attempt of its last row (a success: the run it ended)
-  int attempts_recorded = 0; // distinct event attempts with a row
+  int attempts_recorded = 0; // distinct attempts of the event's own runs with a row
 };
 
 } // namespace outboxd::domain

@@ -46,7 +46,9 @@ expected<revert_call> build_revert(const revert_template& t, const rapidjson::Va
 /// row for it (a crash mid-call, or a row lost with the database), or it has no row at all.
 /// Re-sending it with its Idempotency-Key tells: a remote that applied it answers with the stored
 /// result (which is then reverted); one that did not applies it now (and it is reverted). A step
-/// that was refused, or answered with transient errors on every run, is left alone. nullopt too
+/// that was refused, or answered with transient errors on every run, is left alone (the answers
+/// to a compensation's own re-sends are not runs: they are numbered after `event_attempts` and
+/// not counted in step_history::attempts_recorded). nullopt too
 /// once `steps` holds any "<destination>.revert": settling comes before the first revert, so it is
 /// done.
 std::optional<std::string> uncertain_step(const std::vector<std::string>& fanout,

@@ -57,7 +57,7 @@ SELECT destination,
             WHEN bool_or(outcome = 'non_retryable') THEN 'refused'
             WHEN bool_or(response_status IS NULL) THEN 'unanswered'
             ELSE 'answered' END,
-       min(attempt), max(attempt), count(DISTINCT attempt)
+       min(attempt), max(attempt), count(DISTINCT attempt) FILTER (WHERE attempt <= $2)
   FROM aggregate_results
  WHERE event_id = $1
  GROUP BY destination)sql";
@@ -219,10 +219,11 @@ std::vector<stored_success> outbox_repository::successes(std::int64_t event_id) 
   return out;
 }
 
-std::map<std::string, domain::step_history> outbox_repository::step_states(std::int64_t event_id) {
+std::map<std::string, domain::step_history> outbox_repository::step_states(std::int64_t event_id,
+                                                                           int event_attempts) {
   pqxx::read_transaction tx(conn_);
   std::map<std::string, domain::step_history> out;
-  for (const auto& r : tx.exec_prepared("outbox_step_states", event_id)) {
+  for (const auto& r : tx.exec_prepared("outbox_step_states", event_id, event_attempts)) {
     auto state = r[1].as<std::string>();
     out[r[0].as<std::string>()] = {state == "succeeded"    ? domain::step_state::succeeded
                                    : state == "skipped"    ? domain::step_state::skipped

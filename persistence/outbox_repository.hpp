@@ -86,8 +86,10 @@ public:
   std::vector<stored_success> successes(std::int64_t event_id);
 
   /// How each destination of `event_id` stands, reverts ("<destination>.revert") included;
-  /// destinations without rows are absent.
-  std::map<std::string, domain::step_history> step_states(std::int64_t event_id);
+  /// destinations without rows are absent. Runs are counted among the event's own
+  /// `event_attempts`; a compensation's re-sends are numbered after them.
+  std::map<std::string, domain::step_history> step_states(std::int64_t event_id,
+                                                          int event_attempts);
 
   /// The type and payloads of `event_id`, from the outbox or else from its dead letter.
   std::optional<event_body> body_of(std::int64_t event_id);

@@ -179,3 +179,42 @@ TEST_CASE("four processors and their dead-letter children share one database con
   CHECK(consistency.num("/checked") == orders);
   CHECK_MESSAGE(consistency.json["violations"].Size() == 0, consistency.body);
 }
+
+TEST_CASE("a charge applied by a run that was killed is refunded even when its first re-send is "
+          "answered 503") {
+  simulator_process sim;
+  auto db = fresh_database("outboxd_e2e_killed_charge");
+  auto args = sim.outboxd_args();
+  for (const auto* extra : {"--set", "outbox.maxRetries=0", "--set", "outbox.leaseTimeout=2s"})
+    args.emplace_back(extra);
+  outboxd_process p("killed-charge", db, args);
+  p.use_simulator(sim.port);
+  p.wait_ready();
+  // The charge is applied at once and answered after 5 s: the process is killed in between, so
+  // the run leaves no row for it.
+  p.knobs(R"({"billing.charge":{"lateRate":1.0,"lateMs":5000}})");
+  p.create_order();
+  auto id = p.create_order(); // fraud-checked low risk: billed by billing.charge
+  REQUIRE(wait_until(
+      [&] {
+        auto ledger = p.ledger(id);
+        return !ledger_entries(ledger, "billing.charge").empty();
+      },
+      20s));
+  p.process().signal(SIGKILL);
+  CHECK(p.process().wait_exit(5s) == 128 + SIGKILL);
+  // The event is dead-lettered (no retries left). Its compensation re-sends the charge to learn
+  // whether it was applied, and that first re-send is answered 503: the charge is still unknown,
+  // so the next compensation attempt must re-send it again rather than take the 503 for the
+  // killed run's answer.
+  p.knobs(R"({"billing.charge":{"lateRate":0,"failNext":1,"failureStatus":503}})");
+  p.restart();
+  CHECK(p.wait_status(id, "FAILED", 40s) == "FAILED");
+  auto ledger = p.ledger(id);
+  auto charges = ledger_entries(ledger, "billing.charge");
+  REQUIRE(charges.size() == 1);
+  CHECK(std::string((*charges[0])["state"].GetString()) == "reverted");
+  CHECK((*charges[0])["revertRequests"].GetInt() == 1);
+  auto consistency = p.client().get("/api/admin/consistency");
+  CHECK_MESSAGE(consistency.json["violations"].Size() == 0, consistency.body);
+}

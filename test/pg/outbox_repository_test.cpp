@@ -370,3 +370,29 @@ TEST_CASE_FIXTURE(fixture,
   CHECK(show().as<std::string>() == "on");
   CHECK(count_rows(db(), "aggregate_results") == 1);
 }
+
+TEST_CASE_FIXTURE(fixture,
+                  "step states count the event's own runs, not a compensation's re-sends") {
+  auto id = add_event("10");
+  auto row_of = [id](int attempt, std::optional<int> status, const char* outcome) {
+    persistence::attempt_row row;
+    row.event_id = id;
+    row.aggregate_id = "10";
+    row.event_type = "OrderCreated";
+    row.destination = "billing";
+    row.attempt = attempt;
+    row.endpoint_url = "http://127.0.0.1:1/billing";
+    row.http_method = "POST";
+    row.response_status = status;
+    row.outcome = outcome;
+    return row;
+  };
+  a.record_attempt(row_of(1, 503, "retryable")); // run 1
+  a.record_attempt(row_of(3, 503, "retryable")); // a re-send after the event's 2 runs
+  auto states = a.step_states(id, 2);
+  REQUIRE(states.count("billing") == 1);
+  CHECK(states["billing"].state == domain::step_state::answered);
+  CHECK(states["billing"].attempts_recorded == 1);
+  CHECK(states["billing"].last_attempt == 3);
+  CHECK(a.step_states(id, 3)["billing"].attempts_recorded == 2);
+}

@@ -46,9 +46,7 @@ TEST_CASE(
     "a process killed during a compensation is finished by a restart without a double revert") {
   simulator_process sim;
   auto db = fresh_database("outboxd_e2e_kill_compensation");
-  auto args = sim.outboxd_args();
-  for (const auto* extra : {"--set", "outbox.leaseTimeout=2s"})
-    args.emplace_back(extra);
+  auto args = sim.outboxd_args({"outbox.leaseTimeout=2s"});
   outboxd_process p("kill-compensation", db, args);
   p.use_simulator(sim.port);
   p.wait_ready();
@@ -85,9 +83,7 @@ TEST_CASE("an event that waited in its processor's batch renews its lease before
   simulator_process sim;
   auto db = fresh_database("outboxd_e2e_batch_lease");
   // The backlog is written with processing off, so that one claim takes all of it.
-  auto intake_args = sim.outboxd_args();
-  for (const auto* extra : {"--set", "outbox.enabled=false"})
-    intake_args.emplace_back(extra);
+  auto intake_args = sim.outboxd_args({"outbox.enabled=false"});
   outboxd_process intake("intake", db, intake_args);
   intake.use_simulator(sim.port);
   intake.wait_ready();
@@ -97,11 +93,9 @@ TEST_CASE("an event that waited in its processor's batch renews its lease before
   intake.knobs(R"({"inventory.reserve":{"latencyMs":1000}})");
   // One processor, a 3 s lease, a reaper every 200 ms: the fourth event starts after ~3 s in the
   // batch, with its lease expired and reclaimed; the third is past half of its lease.
-  auto args = sim.outboxd_args();
-  for (const auto* extra : {"--set", "outbox.poolSize=1", "--set", "outbox.batchSize=10", "--set",
-                            "outbox.leaseTimeout=3s", "--set", "outbox.reaperInterval=200ms",
-                            "--set", "log.level=debug"})
-    args.emplace_back(extra);
+  auto args =
+      sim.outboxd_args({"outbox.poolSize=1", "outbox.batchSize=10", "outbox.leaseTimeout=3s",
+                        "outbox.reaperInterval=200ms", "log.level=debug"});
   outboxd_process worker("worker", db, args);
   worker.use_simulator(sim.port);
   worker.wait_up();
@@ -152,9 +146,7 @@ TEST_CASE("a status update sends its notification by the configured route") {
 TEST_CASE("four processors and their dead-letter children share one database connection") {
   simulator_process sim;
   auto db = fresh_database("outboxd_e2e_one_connection");
-  auto args = sim.outboxd_args();
-  for (const auto* extra : {"--set", "outbox.poolSize=4", "--set", "outbox.connections=1"})
-    args.emplace_back(extra);
+  auto args = sim.outboxd_args({"outbox.poolSize=4", "outbox.connections=1"});
   outboxd_process p("one-connection", db, args);
   p.use_simulator(sim.port);
   p.wait_ready();
@@ -184,9 +176,7 @@ TEST_CASE("a charge applied by a run that was killed is refunded even when its f
           "answered 503") {
   simulator_process sim;
   auto db = fresh_database("outboxd_e2e_killed_charge");
-  auto args = sim.outboxd_args();
-  for (const auto* extra : {"--set", "outbox.maxRetries=0", "--set", "outbox.leaseTimeout=2s"})
-    args.emplace_back(extra);
+  auto args = sim.outboxd_args({"outbox.maxRetries=0", "outbox.leaseTimeout=2s"});
   outboxd_process p("killed-charge", db, args);
   p.use_simulator(sim.port);
   p.wait_ready();

@@ -37,6 +37,23 @@ long long add_event(const std::string& aggregate, const std::string& type = "Ord
                 "') RETURNING id"));
 }
 
+/// An attempt row of event `id` of order `aggregate`, for `destination`.
+persistence::attempt_row attempt_of(long long id, const std::string& aggregate,
+                                    const std::string& destination, int attempt,
+                                    std::optional<int> status, const std::string& outcome) {
+  persistence::attempt_row row;
+  row.event_id = id;
+  row.aggregate_id = aggregate;
+  row.event_type = "OrderCreated";
+  row.destination = destination;
+  row.attempt = attempt;
+  row.endpoint_url = "http://127.0.0.1:1/" + destination;
+  row.http_method = "POST";
+  row.response_status = status;
+  row.outcome = outcome;
+  return row;
+}
+
 struct fixture {
   fixture() { truncate_all(db()); }
   pqxx::connection conn_a{db()};
@@ -181,17 +198,7 @@ TEST_CASE_FIXTURE(fixture, "a claim tells whether earlier runs of the event left
   auto first = a.claim("a", 1, 60s);
   REQUIRE(first.size() == 1);
   CHECK_FALSE(first[0].has_results); // a first run has nothing to resume from
-  persistence::attempt_row row;
-  row.event_id = id;
-  row.aggregate_id = "8";
-  row.event_type = "OrderCreated";
-  row.destination = "inventory";
-  row.attempt = 1;
-  row.endpoint_url = "http://127.0.0.1:1/inventory";
-  row.http_method = "POST";
-  row.response_status = 200;
-  row.outcome = "success";
-  a.record_attempt(row);
+  a.record_attempt(attempt_of(id, "8", "inventory", 1, 200, "success"));
   REQUIRE(a.release(first[0]));
   auto again = b.claim("b", 1, 60s);
   REQUIRE(again.size() == 1);
@@ -357,16 +364,7 @@ TEST_CASE_FIXTURE(fixture,
   auto claimed = a.claim("a", 1, 60s);
   REQUIRE(claimed.size() == 1);
   CHECK(show().as<std::string>() == "on");
-  persistence::attempt_row row;
-  row.event_id = id;
-  row.aggregate_id = "9";
-  row.event_type = "OrderCreated";
-  row.destination = "inventory";
-  row.attempt = 1;
-  row.endpoint_url = "http://127.0.0.1:1/inventory";
-  row.http_method = "POST";
-  row.outcome = "success";
-  a.record_attempt(row);
+  a.record_attempt(attempt_of(id, "9", "inventory", 1, std::nullopt, "success"));
   CHECK(show().as<std::string>() == "on");
   CHECK(count_rows(db(), "aggregate_results") == 1);
 }
@@ -374,21 +372,9 @@ TEST_CASE_FIXTURE(fixture,
 TEST_CASE_FIXTURE(fixture,
                   "step states count the event's own runs, not a compensation's re-sends") {
   auto id = add_event("10");
-  auto row_of = [id](int attempt, std::optional<int> status, const char* outcome) {
-    persistence::attempt_row row;
-    row.event_id = id;
-    row.aggregate_id = "10";
-    row.event_type = "OrderCreated";
-    row.destination = "billing";
-    row.attempt = attempt;
-    row.endpoint_url = "http://127.0.0.1:1/billing";
-    row.http_method = "POST";
-    row.response_status = status;
-    row.outcome = outcome;
-    return row;
-  };
-  a.record_attempt(row_of(1, 503, "retryable")); // run 1
-  a.record_attempt(row_of(3, 503, "retryable")); // a re-send after the event's 2 runs
+  a.record_attempt(attempt_of(id, "10", "billing", 1, 503, "retryable")); // run 1
+  // a re-send after the event's 2 runs
+  a.record_attempt(attempt_of(id, "10", "billing", 3, 503, "retryable"));
   auto states = a.step_states(id, 2);
   REQUIRE(states.count("billing") == 1);
   CHECK(states["billing"].state == domain::step_state::answered);

@@ -108,9 +108,15 @@ simulator_process::simulator_process()
   REQUIRE(wait_until([&] { return c.get("/healthz").status == 200; }, std::chrono::seconds(10)));
 }
 
-std::vector<std::string> simulator_process::outboxd_args() const {
-  return {"--set", "simulator.enabled=false", "--set",
-          "simulator.baseUrl=http://127.0.0.1:" + std::to_string(port)};
+std::vector<std::string>
+simulator_process::outboxd_args(std::initializer_list<const char*> settings) const {
+  std::vector<std::string> args{"--set", "simulator.enabled=false", "--set",
+                                "simulator.baseUrl=http://127.0.0.1:" + std::to_string(port)};
+  for (const auto* setting : settings) {
+    args.emplace_back("--set");
+    args.emplace_back(setting);
+  }
+  return args;
 }
 
 std::string every_knob(const std::string& fields) {

@@ -5,6 +5,7 @@
 #include "test/support/http_client.hpp"
 #include "test/support/process.hpp"
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,8 +70,9 @@ struct simulator_process {
   simulator_process();
   int port;
   child_process process;
-  /// The --set arguments that point an outboxd at this simulator.
-  std::vector<std::string> outboxd_args() const;
+  /// The --set arguments that point an outboxd at this simulator, then `settings` ("key=value"),
+  /// each as another --set.
+  std::vector<std::string> outboxd_args(std::initializer_list<const char*> settings = {}) const;
 };
 
 /// A "services" object for knobs(): every simulator knob with the same `fields`, e.g.

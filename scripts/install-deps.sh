@@ -2,7 +2,8 @@
 # The one list of Debian packages outboxd needs. Installs only what is missing; works as root or
 # through sudo. Usage: scripts/install-deps.sh [--build|--runtime]
 #   (default)  everything to build, test and run locally: compiler, libraries, PostgreSQL server,
-#              Chromium and Node.js for the browser test, wrk and python3 for bench/
+#              Chromium and Node.js for the browser test, wrk and python3 for bench/, Graphviz for
+#              the diagrams of docs/ (scripts/docs.sh)
 #   --build    compiler and libraries only (the container's build stage)
 #   --runtime  only the shared libraries and tools the container's runtime stage needs
 set -euo pipefail
@@ -14,13 +15,14 @@ build_packages=(
 database_packages=(postgresql-15 postgresql-client-15 curl ca-certificates)
 browser_test_packages=(chromium nodejs npm) # test/browser drives Debian's chromium with playwright-core
 bench_packages=(wrk python3)                 # bench/run.sh: the intake load and the report
+docs_packages=(graphviz)                     # scripts/docs.sh renders docs/diagrams/*.dot
 runtime_packages=(
   libcaf-core0.17 libcaf-io0.17 libpqxx-6.4 libcpp-httplib0.11 libfmt9 curl ca-certificates
 )
 
 case "${1:-}" in
   "") packages=("${build_packages[@]}" "${database_packages[@]}" "${browser_test_packages[@]}"
-          "${bench_packages[@]}") ;;
+          "${bench_packages[@]}" "${docs_packages[@]}") ;;
   --build) packages=("${build_packages[@]}") ;;
   --runtime) packages=("${runtime_packages[@]}") ;;
   *) echo "usage: install-deps.sh [--build|--runtime]" >&2; exit 2 ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where a drain spends its time: one drain of outboxd (or of the graphile-worker peer) with the CPU
 # each process used per event, the database's transactions per event, and optionally a perf
-# profile of the machine. A tool for the performance work of issue 8; bench/run.sh gives the figures.
+# profile of the machine. A tool for finding where the CPU goes; bench/run.sh gives the figures.
 #
 #   bench/profile.sh [--orders N] [--concurrency C] [--latency MS] [--peer] [--perf] [--set K=V]...
 #

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# outboxd's benchmark (SPEC section 13, issue 8). See bench/README.md.
+# outboxd's benchmark: intake, drain, wake-up, flat cost and memory against their targets and a
+# peer. See bench/README.md.
 #
 #   bench/run.sh            full run: every figure the median of 3 runs (about 30-40 minutes)
 #   bench/run.sh --quick    one run of each, smaller sizes (under 5 minutes)

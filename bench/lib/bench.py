@@ -210,7 +210,7 @@ def report(raw_path, json_path, md_path):
 
 
 def targets(r):
-    """SPEC section 13's targets: True/False, or None when the figure was not measured."""
+    """The performance targets: True/False, or None when the figure was not measured."""
     def at_least(v, bound):
         return None if v is None else v >= bound
 
@@ -248,7 +248,7 @@ def markdown(r):
         f"Durable PostgreSQL defaults (fsync={s.get('fsync')}, synchronous_commit="
         f"{s.get('synchronous_commit')}); all simulator failure rates 0.",
         "",
-        "## Summary against SPEC section 13",
+        "## Summary against the targets",
         "",
         "| target | result |",
         "|---|---|",

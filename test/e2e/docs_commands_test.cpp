@@ -146,28 +146,23 @@ fs::path make_bin(const fs::path& scratch, int port, const fs::path& curl_log) {
                               << "port=" << port << "\n"
                               << "log='" << curl_log.string() << "'\n"
                               << "real='" << real_curl << "'\n"
-                              << R"(args=()
+                              << R"sh(args=()
 for a in "$@"; do
   a="${a//localhost:9000/127.0.0.1:$port}"
   a="${a//127.0.0.1:9000/127.0.0.1:$port}"
   args+=("$a")
 done
 headers="$(mktemp)"
-                                 "$real" -
-                                     D "$headers"
-                                       "${args[@]}" rc =
-      $ ? status = "$(grep -a -o -E '^HTTP/[0-9.]+ [0-9]{3}' " $headers
-                   " | tail -n 1 | cut -d' ' -f2)" rm -
-                           f "$headers" printf '%s %s %s\n' "${status:-none}"
-                                                            "$rc"
-                                                            "$*" >>
-                       "$log"["$rc" - eq 0] ||
-                   exit "$rc" case "$status" in 2
-          ? ?) exit 0;
-  ; esac
+"$real" -D "$headers" "${args[@]}"
+rc=$?
+status="$(grep -a -o -E '^HTTP/[0-9.]+ [0-9]{3}' "$headers" | tail -n 1 | cut -d' ' -f2)"
+rm -f "$headers"
+printf '%s %s %s\n' "${status:-none}" "$rc" "$*" >> "$log"
+[ "$rc" -eq 0 ] || exit "$rc"
+case "$status" in 2??) exit 0 ;; esac
 echo "docs test: HTTP ${status:-none} from: curl $*" >&2
 exit 22
-)";
+)sh";
   fs::permissions(bin / "curl", fs::perms::owner_all, fs::perm_options::add);
   return bin;
 }
@@ -242,8 +237,9 @@ TEST_CASE("every command the README and docs/*.md show runs as written against a
 }
 
 TEST_CASE("every test case docs/guarantees.md cites exists in the file it names") {
-  static const std::regex cited(R"(^- `([^`]+)`: "(.*)"\s * $) ");
-      static const std::regex split_literal(R"("\s*\n\s*")"); // "a " "b" written over two lines
+  static const std::regex cited(R"re(^- `([^`]+)`: "(.*)"\s*$)re");
+  // A test name written as two literals over two lines: "a " "b".
+  static const std::regex split_literal(R"re("\s*\n\s*")re");
   std::istringstream in(read_file(fs::path(OUTBOXD_SOURCE_DIR) / "docs/guarantees.md"));
   std::string line;
   int checked = 0;

@@ -228,17 +228,16 @@ std::string describe(const compiled_schema& c, const Value& instance, std::strin
       if (name.IsString() && !member(*value, view(name)))
         missing += (missing.empty() ? "" : ", ") + std::string(view(name));
     what = fmt::format("required field(s) missing: {}", missing);
-  } else if (keyword == "additionalProperties" && value && value->IsObject()) {
+  } else if (keyword == "additionalProperties" && argument && argument->IsFalse()) {
+    // RapidJSON points at the unexpected member itself.
     const Value* known = rule ? member(*rule, "properties") : nullptr;
-    std::string extra;
-    for (const auto& m : value->GetObject())
-      if (!known || !member(*known, view(m.name)))
-        extra += (extra.empty() ? "" : ", ") + std::string(view(m.name));
-    what = fmt::format("field(s) the schema does not allow: {} (allowed: {})", extra,
-                       known ? names_of(*known) : "none");
+    what = fmt::format("a field the schema does not allow, with value {} (allowed: {})",
+                       show(value), known ? names_of(*known) : "none");
   } else if (keyword == "type") {
-    what = fmt::format("is {} {}, the schema wants type {}", type_name(value), show(value),
-                       show(argument));
+    auto got = value && (value->IsNull() || value->IsBool())
+                   ? show(value)
+                   : fmt::format("{} {}", type_name(value), show(value));
+    what = fmt::format("is {}, the schema wants type {}", got, show(argument));
   } else if (keyword == "enum") {
     what = fmt::format("{} is not one of {}", show(value), show(argument));
   } else if ((keyword == "oneOf" || keyword == "anyOf") && argument) {

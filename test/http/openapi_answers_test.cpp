@@ -225,6 +225,15 @@ TEST_CASE("validate_response reports what breaks the schema, so the answers test
   CHECK(validate_response("GET", "/api/orders", 422, R"({"error":{"code":"nope","message":"m"}})")
             .find("\"nope\" is not one of") != std::string::npos);
 
+  // Each error status has its own codes.
+  auto wrong_code = validate_response("GET", "/api/orders/{id}", 404,
+                                      R"({"error":{"code":"invalid_transition","message":"m"}})");
+  CAPTURE(wrong_code);
+  CHECK(wrong_code.find("alternative 1: /error/code: \"invalid_transition\" is not one of "
+                        "[\"not_found\"]") != std::string::npos);
+  CHECK(validate_response("GET", "/api/orders/{id}", 404,
+                          R"({"error":{"code":"not_found","message":"m"}})") == "");
+
   // Statuses, paths, bodies and media types the document does not have.
   CHECK(validate_response("GET", "/api/orders", 418, "{}").find("not documented") !=
         std::string::npos);

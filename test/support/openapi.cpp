@@ -191,7 +191,7 @@ std::string stringify(const rapidjson::Pointer& p) {
 std::optional<std::string> first_violation(const compiled_schema& c, const Value& instance,
                                            int depth);
 
-/// Why `value` fails a oneOf/anyOf: each alternative's own first violation.
+/// Why `value` fails a oneOf/anyOf/allOf: each alternative's own first violation.
 std::string explain_alternatives(const compiled_schema& c, const std::string& schema_pointer,
                                  std::string_view keyword, const Value& alternatives,
                                  const Value* value, int depth) {
@@ -208,6 +208,8 @@ std::string explain_alternatives(const compiled_schema& c, const std::string& sc
     else
       ++matching;
   }
+  if (keyword == "allOf")
+    return out.empty() ? std::string() : out.substr(2); // only the parts it breaks matter
   if (keyword == "oneOf" && matching > 1)
     return fmt::format("; it matches {} alternatives, oneOf wants exactly one", matching);
   return out;
@@ -240,6 +242,10 @@ std::string describe(const compiled_schema& c, const Value& instance, std::strin
     what = fmt::format("is {}, the schema wants type {}", got, show(argument));
   } else if (keyword == "enum") {
     what = fmt::format("{} is not one of {}", show(value), show(argument));
+  } else if (keyword == "allOf" && argument) {
+    // RapidJSON names only the allOf; the part that fails says what is wrong.
+    auto why = explain_alternatives(c, schema_pointer, keyword, *argument, value, depth);
+    what = why.empty() ? fmt::format("{} breaks allOf", show(value)) : why;
   } else if ((keyword == "oneOf" || keyword == "anyOf") && argument) {
     what = fmt::format("{} matches no alternative of {}{}", show(value), keyword,
                        explain_alternatives(c, schema_pointer, keyword, *argument, value, depth));

@@ -12,6 +12,8 @@ if [[ "${1:-}" == "--preset" ]]; then preset=$2; shift 2; fi
 bash scripts/install-deps.sh
 # The browser test's playwright-core, pinned by test/browser/package-lock.json.
 if [[ ! -d test/browser/node_modules ]]; then npm ci --prefix test/browser --no-audit --no-fund; fi
+# The OpenAPI validator of docs/openapi.json (label docs), pinned by test/openapi/package-lock.json.
+if [[ ! -d test/openapi/node_modules ]]; then npm ci --prefix test/openapi --no-audit --no-fund; fi
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)"
 

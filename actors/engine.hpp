@@ -28,6 +28,13 @@ public:
   /// The listener holds its LISTEN connection (always true when notifications are off).
   bool listening() const;
 
+  /// For tests: the context the actors share; its internal knobs (restart_backoff) may be
+  /// changed before start().
+  engine_context& context() { return *ctx_; }
+  /// For tests: the actor system of a started engine. The supervisor is registered in it under
+  /// the name "supervisor" until stop().
+  caf::actor_system& system() { return *system_; }
+
 private:
   context_ptr ctx_;
   std::unique_ptr<caf::actor_system_config> config_;

@@ -3,11 +3,17 @@
 
 #include "actors/worker_connections.hpp"
 #include "conf/settings.hpp"
+#include "domain/restart_backoff.hpp"
 
 #include <atomic>
+#include <caf/actor.hpp>
 #include <caf/atom.hpp>
+#include <caf/meta/type_name.hpp>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace outboxd::actors {
 
@@ -34,6 +40,26 @@ using poll_atom = caf::atom_constant<caf::atom("poll")>;
 /// Periodic jobs of the janitor.
 using reap_atom = caf::atom_constant<caf::atom("reap")>;
 using retain_atom = caf::atom_constant<caf::atom("retain")>;
+/// Ask the supervisor what it supervises; it answers a supervisor_status.
+using status_atom = caf::atom_constant<caf::atom("status")>;
+
+/// What the supervisor sees of its children (for tests and diagnostics).
+struct supervisor_status {
+  /// The outbox processors by index (a null handle while one waits for its restart).
+  std::vector<caf::actor> processors;
+  /// The registered dead-letter children by processor index: only live ones.
+  std::map<int, caf::actor> dlq_children;
+  /// Crashes in the current run of each processor, by index (0: none since it was healthy).
+  std::vector<int> processor_crashes;
+  /// The restart wait after each processor's last crash, in ms (0: never crashed).
+  std::vector<std::int64_t> processor_delay_ms;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, supervisor_status& x) {
+  return f(caf::meta::type_name("supervisor_status"), x.processors, x.dlq_children,
+           x.processor_crashes, x.processor_delay_ms);
+}
 
 /// Read-only configuration plus the few shared flags of a running engine.
 struct engine_context {
@@ -48,6 +74,9 @@ struct engine_context {
   std::atomic<bool> stopping{false};
   /// The listener holds a live LISTEN connection (readiness).
   std::atomic<bool> listener_connected{false};
+  /// How crashed children are restarted (processors, listener, janitor, dead-letter children).
+  /// Not a configuration key: tests shorten it.
+  domain::restart_backoff restart_backoff;
 };
 
 using context_ptr = std::shared_ptr<engine_context>;

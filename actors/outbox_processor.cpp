@@ -26,7 +26,7 @@ struct processor_state {
   std::chrono::steady_clock::time_point claimed_at;
   std::uint64_t timer = 0;
   caf::actor dlq;
-  int dlq_restarts = 0;
+  domain::restart_history dlq_restarts;
   bool stopping = false;
   static inline const char* name = "outbox_processor";
 };
@@ -127,6 +127,10 @@ void release_batch(processor* self) {
 void start_dlq_child(processor* self) {
   auto& st = self->state;
   st.dlq = spawn_dlq_processor(self, st.ctx, st.index, st.supervisor);
+  // Linked, so that the child ends when this processor crashes: its restart brings a new one,
+  // and the old must not go on running unsupervised next to it.
+  self->link_to(st.dlq);
+  st.dlq_restarts.started(std::chrono::steady_clock::now());
 }
 
 caf::behavior outbox_processor(processor* self, context_ptr ctx, int index, caf::actor supervisor) {
@@ -145,14 +149,19 @@ caf::behavior outbox_processor(processor* self, context_ptr ctx, int index, caf:
       return caf::make_error(caf::sec::runtime_error, e.what());
     }
   });
+  // The link to the dead-letter child is one-way in effect: its end is handled by the down
+  // handler below (a restart), never by ending this processor too.
+  self->set_exit_handler([self](caf::exit_msg& em) {
+    if (em.source != self->state.dlq.address() && em.reason)
+      self->quit(em.reason);
+  });
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     if (dm.source != st.dlq.address() || st.stopping)
       return;
-    auto delay = milliseconds(std::min(30000, 500 << std::min(st.dlq_restarts, 6)));
+    auto delay = st.dlq_restarts.crashed(st.ctx->restart_backoff, std::chrono::steady_clock::now());
     log::error(st.tag, "dlq-processor-{} stopped ({}); restarting in {}ms", st.index + 1,
                self->system().render(dm.reason), delay.count());
-    ++st.dlq_restarts;
     self->delayed_send(self, delay, restart_atom::value);
   });
   start_dlq_child(self);

@@ -1,6 +1,6 @@
 // supervisor: spawns outbox.poolSize processors (each with its dead-letter child), the listener
-// and the janitor; routes wake-ups to idle workers; restarts crashed children with backoff;
-// stops everything in reverse order on request.
+// and the janitor; routes wake-ups to idle workers; restarts crashed children with backoff
+// (domain::restart_backoff); stops everything in reverse order on request.
 #include "actors/supervisor.hpp"
 
 #include "actors/workers.hpp"
@@ -13,7 +13,6 @@
 namespace outboxd::actors {
 namespace {
 
-using std::chrono::milliseconds;
 constexpr const char* tag = "supervisor";
 enum child_kind : int { processor_child = 0, listener_child = 1, janitor_child = 2 };
 
@@ -25,7 +24,8 @@ struct supervisor_state {
   std::map<int, caf::actor> dlq_processors;
   std::set<int> idle;
   bool pending_wake = false;
-  std::map<std::pair<int, int>, int> restarts;
+  /// By (kind, index).
+  std::map<std::pair<int, int>, domain::restart_history> restarts;
   bool stopping = false;
   static inline const char* name = "supervisor";
 };
@@ -34,6 +34,7 @@ using supervisor = caf::stateful_actor<supervisor_state>;
 
 void start_child(supervisor* self, int kind, int index) {
   auto& st = self->state;
+  st.restarts[{kind, index}].started(std::chrono::steady_clock::now());
   switch (kind) {
   case processor_child:
     st.processors[index] = spawn_outbox_processor(self, st.ctx, index);
@@ -69,6 +70,13 @@ caf::behavior supervisor_actor(supervisor* self, context_ptr ctx) {
     auto& st = self->state;
     if (st.stopping)
       return;
+    // A dead-letter child is restarted by its processor; here it only leaves the wake-up list
+    // (unless a newer child of that index registered already).
+    for (auto it = st.dlq_processors.begin(); it != st.dlq_processors.end(); ++it)
+      if (dm.source == it->second.address()) {
+        st.dlq_processors.erase(it);
+        return;
+      }
     std::pair<int, int> who{-1, 0};
     for (std::size_t i = 0; i < st.processors.size(); ++i)
       if (dm.source == st.processors[i].address())
@@ -83,12 +91,12 @@ caf::behavior supervisor_actor(supervisor* self, context_ptr ctx) {
       st.idle.erase(who.second);
       st.dlq_processors.erase(who.second);
     }
-    int n = st.restarts[who]++;
-    auto delay = milliseconds(std::min(30000, 500 << std::min(n, 6)));
+    auto& history = st.restarts[who];
+    auto delay = history.crashed(st.ctx->restart_backoff, std::chrono::steady_clock::now());
     const char* names[] = {"outbox-processor", "pg-listener", "janitor"};
     log::error(tag, "{}{} stopped ({}); restart {} in {}ms", names[who.first],
                who.first == processor_child ? "-" + std::to_string(who.second + 1) : "",
-               self->system().render(dm.reason), n + 1, delay.count());
+               self->system().render(dm.reason), history.crashes(), delay.count());
     self->delayed_send(self, delay, restart_atom::value, who.first, who.second);
   });
   for (int i = 0; i < s.outbox.pool_size; ++i)
@@ -121,7 +129,23 @@ caf::behavior supervisor_actor(supervisor* self, context_ptr ctx) {
         }
       },
       [self](register_atom, int index, caf::actor dlq) {
+        // Watched so that a child that ended (crashed, or went down with its processor) is
+        // never counted as registered.
+        self->monitor(dlq);
         self->state.dlq_processors[index] = std::move(dlq);
+      },
+      [self](status_atom) {
+        auto& st = self->state;
+        supervisor_status out;
+        out.processors = st.processors;
+        out.dlq_children = st.dlq_processors;
+        for (std::size_t i = 0; i < st.processors.size(); ++i) {
+          auto it = st.restarts.find({processor_child, static_cast<int>(i)});
+          bool known = it != st.restarts.end();
+          out.processor_crashes.push_back(known ? it->second.crashes() : 0);
+          out.processor_delay_ms.push_back(known ? it->second.last_delay().count() : 0);
+        }
+        return out;
       },
       [self](restart_atom, int kind, int index) {
         if (!self->state.stopping)

@@ -1,0 +1,340 @@
+// Supervision of the engine's actors with a real actor system, a real PostgreSQL and a real
+// loopback HTTP destination: crashed processors come back with one dead-letter child, a crashed
+// dead-letter child comes back under its processor, restart waits grow and reset, and an orderly
+// stop finishes the call in flight and hands the rest back.
+#include "actors/engine.hpp"
+#include "persistence/aggregate_hooks.hpp"
+#include "test/support/test_db.hpp"
+
+#include <atomic>
+#include <caf/all.hpp>
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <httplib.h>
+#include <stdexcept>
+#include <thread>
+
+using namespace outboxd;
+using namespace outboxd::test;
+using namespace std::chrono_literals;
+using std::chrono::steady_clock;
+
+namespace {
+
+const std::string& db() {
+  static const std::string conninfo = fresh_database("outboxd_actor_supervision");
+  return conninfo;
+}
+
+/// Waits until `done()` holds; false when `deadline` passes first.
+template <class F> bool eventually(F done, std::chrono::milliseconds deadline = 20s) {
+  auto until = steady_clock::now() + deadline;
+  while (!done()) {
+    if (steady_clock::now() > until)
+      return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+/// An aggregate whose every transition throws: completing one of its events (or resolving one of
+/// its dead letters) crashes the worker that does it, as a bug in a domain's hooks would.
+struct crashing_hooks final : persistence::aggregate_hooks {
+  std::string transition_sql(domain::engine_outcome) const override {
+    throw std::logic_error("test: this aggregate's hooks crash the worker");
+  }
+};
+
+/// The loopback destination "sink": counts the calls; while `hold` is set, a call waits until
+/// `release()` says so (or 20 s pass).
+class sink {
+public:
+  sink() {
+    server_.Post("/sink", [this](const httplib::Request&, httplib::Response& res) {
+      ++entered_;
+      std::unique_lock lock(mutex_);
+      if (hold_)
+        released_.wait_for(lock, 20s, [this] { return !hold_; });
+      ++answered_;
+      res.set_content(R"({"ok":true})", "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    REQUIRE(eventually([this] { return server_.is_running(); }, 5s));
+  }
+  ~sink() {
+    release();
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return fmt::format("http://127.0.0.1:{}/sink", port_); }
+  void hold() {
+    std::lock_guard lock(mutex_);
+    hold_ = true;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mutex_);
+      hold_ = false;
+    }
+    released_.notify_all();
+  }
+  int entered() const { return entered_; }
+  int answered() const { return answered_; }
+
+private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable released_;
+  bool hold_ = false;
+  std::atomic<int> entered_{0};
+  std::atomic<int> answered_{0};
+};
+
+conf::settings test_settings(const sink& destination) {
+  conf::settings s;
+  s.database.url = db();
+  s.outbox.pool_size = 1;
+  s.outbox.connections = 3;
+  s.outbox.batch_size = 10;
+  s.outbox.poll_interval = 200ms;
+  s.outbox.lease_timeout = 60s; // a crashed worker's claim stays put for the whole test
+  s.outbox.reaper_interval = 60s;
+  s.outbox.shutdown_timeout = 5s;
+  domain::destination d;
+  d.name = "sink";
+  d.routes.push_back({destination.url(), std::nullopt, std::nullopt});
+  s.http.destinations["sink"] = d;
+  s.http.fanout["Thing"] = {"sink"};
+  return s;
+}
+
+/// Inserts an outbox event; "Thing" events call the sink, other types have nothing to deliver.
+std::string insert_event(const std::string& aggregate_type, const std::string& aggregate_id,
+                         const std::string& event_type = "Thing",
+                         const std::string& status = "PENDING") {
+  return query_value(db(),
+                     fmt::format("INSERT INTO outbox_events (aggregate_type, aggregate_id, "
+                                 "event_type, payloads, idempotency_key, status) VALUES "
+                                 "('{0}', '{1}', '{2}', '{{\"sink\": {{\"payload\": {{}}}}}}',"
+                                 " '{0}-{1}-' || gen_random_uuid(), '{3}') RETURNING id",
+                                 aggregate_type, aggregate_id, event_type, status));
+}
+
+/// Inserts a pending dead letter (with its DEAD event) that has nothing to revert.
+std::string insert_dead_letter(const std::string& aggregate_type, const std::string& aggregate_id) {
+  auto event = insert_event(aggregate_type, aggregate_id, "Thing", "DEAD");
+  return query_value(db(), fmt::format("INSERT INTO dead_letter_events (original_event_id, "
+                                       "aggregate_type, aggregate_id, event_type, payloads, "
+                                       "reason) SELECT id, aggregate_type, aggregate_id, "
+                                       "event_type, payloads, 'NON_RETRYABLE_ERROR' FROM "
+                                       "outbox_events WHERE id = {} RETURNING id",
+                                       event));
+}
+
+std::string event_status(const std::string& id) {
+  return query_value(db(), "SELECT status FROM outbox_events WHERE id = " + id);
+}
+
+std::string dead_letter_status(const std::string& id) {
+  return query_value(db(), "SELECT status FROM dead_letter_events WHERE id = " + id);
+}
+
+/// A started engine (one processor) on a fresh database, with every "crash-N" aggregate type
+/// crashing its worker, and a blocking actor of the test's own to watch and ask the supervisor.
+struct engine_fixture {
+  explicit engine_fixture(domain::restart_backoff backoff = {50ms, 30s, 60s})
+      : eng((truncate_all(db()), test_settings(destination)), crash_hooks()) {
+    eng.context().restart_backoff = backoff;
+    eng.start();
+    self = std::make_unique<caf::scoped_actor>(eng.system());
+    supervisor = caf::actor_cast<caf::actor>(eng.system().registry().get(caf::atom("supervisor")));
+    REQUIRE(supervisor);
+    REQUIRE(eventually([&] { return status().dlq_children.count(0) == 1; }));
+    // Every actor of the engine plus the test's own.
+    running = eng.system().registry().running();
+  }
+  ~engine_fixture() {
+    self.reset();
+    eng.stop();
+  }
+
+  persistence::hooks_by_type crash_hooks() {
+    persistence::hooks_by_type out;
+    for (int i = 0; i < 10; ++i)
+      out[fmt::format("crash-{}", i)] = &crashing;
+    return out;
+  }
+
+  actors::supervisor_status status() {
+    actors::supervisor_status out;
+    (*self)
+        ->request(supervisor, 5s, actors::status_atom::value)
+        .receive([&](actors::supervisor_status& s) { out = std::move(s); },
+                 [&](caf::error& e) { FAIL("no status: " << eng.system().render(e)); });
+    return out;
+  }
+
+  /// Waits until every actor in `who` has terminated; false after 20 s.
+  bool terminated(std::vector<caf::actor> who) {
+    for (auto& a : who)
+      (*self)->monitor(a);
+    bool ok = true;
+    for (std::size_t n = 0; ok && n < who.size(); ++n)
+      (*self)->receive([](const caf::down_msg&) {}, caf::after(20s) >> [&] { ok = false; });
+    return ok;
+  }
+
+  /// True when the engine runs exactly the actors it ran at the start (no orphans, none missing).
+  bool same_actor_count() { return eng.system().registry().running() == running; }
+
+  sink destination;
+  crashing_hooks crashing;
+  actors::engine eng;
+  std::unique_ptr<caf::scoped_actor> self;
+  caf::actor supervisor;
+  std::size_t running = 0;
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(
+    engine_fixture,
+    "a crashed processor is restarted with one new dead-letter child, and work flows") {
+  auto before = status();
+  REQUIRE(before.processors.size() == 1);
+  auto old_processor = before.processors[0];
+  auto old_dlq = before.dlq_children.at(0);
+  CHECK(before.processor_crashes == std::vector<int>{0});
+
+  insert_event("crash-1", "c1", "Nothing");
+  // The processor dies, and its dead-letter child with it: none is left running unsupervised.
+  REQUIRE(terminated({old_processor, old_dlq}));
+  actors::supervisor_status after;
+  REQUIRE(eventually([&] {
+    after = status();
+    return after.processors[0] != old_processor && after.dlq_children.count(0) == 1 &&
+           after.dlq_children.at(0) != old_dlq && same_actor_count();
+  }));
+  CHECK(after.dlq_children.size() == 1);
+  CHECK(after.processor_crashes == std::vector<int>{1});
+  CHECK(after.processor_delay_ms == std::vector<std::int64_t>{50});
+
+  // The new processor does the work, and its new dead-letter child the compensations.
+  auto event = insert_event("thing", "t1");
+  CHECK(eventually([&] { return event_status(event) == "PROCESSED"; }));
+  CHECK(destination.answered() == 1);
+  auto dead = insert_dead_letter("thing", "t2");
+  CHECK(eventually([&] { return dead_letter_status(dead) == "PROCESSED"; }));
+  CHECK(same_actor_count());
+}
+
+TEST_CASE_FIXTURE(engine_fixture, "a crashed dead-letter child is restarted by its processor") {
+  auto before = status();
+  auto processor = before.processors[0];
+  auto old_dlq = before.dlq_children.at(0);
+
+  auto crashing_letter = insert_dead_letter("crash-1", "c1");
+  REQUIRE(terminated({old_dlq}));
+  actors::supervisor_status after;
+  REQUIRE(eventually([&] {
+    after = status();
+    return after.dlq_children.count(0) == 1 && after.dlq_children.at(0) != old_dlq &&
+           same_actor_count();
+  }));
+  // Its processor lived on and restarted it; the supervisor restarted nothing.
+  CHECK(after.processors[0] == processor);
+  CHECK(after.processor_crashes == std::vector<int>{0});
+  // The crashed claim stays leased; the new child compensates other dead letters.
+  CHECK(dead_letter_status(crashing_letter) == "PROCESSING");
+  auto dead = insert_dead_letter("thing", "t1");
+  CHECK(eventually([&] { return dead_letter_status(dead) == "PROCESSED"; }));
+  auto event = insert_event("thing", "t2");
+  CHECK(eventually([&] { return event_status(event) == "PROCESSED"; }));
+}
+
+namespace {
+/// Short waits, and a healthy period the test can sit out.
+struct short_backoff_fixture : engine_fixture {
+  short_backoff_fixture() : engine_fixture({100ms, 250ms, 3s}) {}
+
+  /// Crashes the processor with a new crashing event and waits for its restart.
+  actors::supervisor_status crash_and_restart(int n) {
+    auto old_processor = status().processors[0];
+    insert_event(fmt::format("crash-{}", n), fmt::format("c{}", n), "Nothing");
+    REQUIRE(terminated({old_processor}));
+    actors::supervisor_status after;
+    REQUIRE(eventually([&] {
+      after = status();
+      return after.processors[0] != old_processor && after.dlq_children.count(0) == 1 &&
+             same_actor_count();
+    }));
+    return after;
+  }
+};
+} // namespace
+
+TEST_CASE_FIXTURE(short_backoff_fixture,
+                  "the restart wait grows with crashes in a row and resets after a healthy run") {
+  auto s = crash_and_restart(1);
+  CHECK(s.processor_crashes == std::vector<int>{1});
+  CHECK(s.processor_delay_ms == std::vector<std::int64_t>{100});
+  s = crash_and_restart(2);
+  CHECK(s.processor_crashes == std::vector<int>{2});
+  CHECK(s.processor_delay_ms == std::vector<std::int64_t>{200});
+  s = crash_and_restart(3);
+  CHECK(s.processor_crashes == std::vector<int>{3});
+  CHECK(s.processor_delay_ms == std::vector<std::int64_t>{250}); // capped
+  // The behaviour under test is a period of time: the restarted processor runs healthily for
+  // longer than the healthy period (3 s) ...
+  std::this_thread::sleep_for(3500ms);
+  auto event = insert_event("thing", "t1");
+  CHECK(eventually([&] { return event_status(event) == "PROCESSED"; }));
+  // ... so its next crash is a first one again.
+  s = crash_and_restart(4);
+  CHECK(s.processor_crashes == std::vector<int>{1});
+  CHECK(s.processor_delay_ms == std::vector<std::int64_t>{100});
+}
+
+TEST_CASE("an orderly stop finishes the call in flight, hands back unstarted claims, in time") {
+  truncate_all(db());
+  sink destination;
+  destination.hold();
+  // Queued before the start, so that the first claim takes all four.
+  std::vector<std::string> events;
+  for (int i = 1; i <= 4; ++i)
+    events.push_back(insert_event("thing", fmt::format("t{}", i)));
+  auto settings = test_settings(destination);
+  actors::engine eng(settings, {});
+  eng.start();
+  REQUIRE(eventually([&] { return destination.entered() == 1; }));
+  REQUIRE(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSING'") ==
+          "4");
+
+  // The call in flight answers once the stop has begun.
+  std::thread answer([&] {
+    eventually([&] { return eng.context().stopping.load(); });
+    destination.release();
+  });
+  auto begun = steady_clock::now();
+  eng.stop();
+  auto took = steady_clock::now() - begun;
+  answer.join();
+  CHECK(took < settings.outbox.shutdown_timeout);
+
+  CHECK(destination.entered() == 1);
+  CHECK(destination.answered() == 1);
+  CHECK(event_status(events[0]) == "PROCESSED");
+  CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results WHERE event_id = " + events[0] +
+                              " AND outcome = 'success'") == "1");
+  for (std::size_t i = 1; i < events.size(); ++i) {
+    CAPTURE(i);
+    CHECK(event_status(events[i]) == "PENDING");
+    CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE id = " + events[i] +
+                                " AND lease_owner IS NULL AND lease_token IS NULL"
+                                " AND lease_expires_at IS NULL AND attempts = 0") == "1");
+  }
+  CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results") == "1");
+}

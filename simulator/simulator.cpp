@@ -1,13 +1,13 @@
 // Simulator routes: request validation, the call pipeline (fault decision -> Idempotency-Key ->
 // latency -> failure or apply -> ledger -> late answer) and the reference's response bodies.
-#include "http/simulator.hpp"
+#include "simulator/simulator.hpp"
 
 #include "http/auth.hpp"
 #include "http/errors.hpp"
 #include "http/json.hpp"
-#include "http/simulator_faults.hpp"
-#include "http/simulator_idempotency.hpp"
-#include "http/simulator_ledger.hpp"
+#include "simulator/faults.hpp"
+#include "simulator/idempotency.hpp"
+#include "simulator/ledger.hpp"
 #include "log/log.hpp"
 
 #include <charconv>
@@ -20,7 +20,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
-namespace outboxd::http {
+namespace outboxd::simulator {
 namespace {
 
 using rapidjson::Value;
@@ -191,9 +191,9 @@ void check_field(const Value& v, const field_rule& rule, domain::field_errors& e
 void validate(call& c, const endpoint& ep) {
   if (!ep.needs_body)
     return;
-  c.body = parse_json_body(c.req, true);
+  c.body = http::parse_json_body(c.req, true);
   if (!c.body->IsObject())
-    throw api_error(error_kind::validation_failed,
+    throw http::api_error(http::error_kind::validation_failed,
                     fmt::format("request body must be a JSON object, got {}", show(*c.body)),
                     {{"", "must be a JSON object"}});
   domain::field_errors errors;
@@ -204,7 +204,7 @@ void validate(call& c, const endpoint& ep) {
       errors.push_back({rule.name, "is required"});
   }
   if (!errors.empty())
-    throw validation_error(errors);
+    throw http::validation_error(errors);
 }
 
 std::optional<std::string> idempotency_key(const httplib::Request& req) {
@@ -215,7 +215,7 @@ std::optional<std::string> idempotency_key(const httplib::Request& req) {
   for (unsigned char ch : key)
     printable = printable && ch >= 0x21 && ch <= 0x7E;
   if (!printable)
-    throw api_error(error_kind::validation_failed,
+    throw http::api_error(http::error_kind::validation_failed,
                     fmt::format("Idempotency-Key must be 1 to {} printable ASCII characters "
                                 "without spaces",
                                 max_idempotency_key),
@@ -245,11 +245,11 @@ int risk_score(const std::string& aggregate) {
   return id && *id % 2 == 0 ? 25 : 75;
 }
 
-stored_response json_response(json_writer& w, int status = 200) {
+stored_response json_response(http::json_writer& w, int status = 200) {
   return {status, w.str(), {}};
 }
 
-void write_raw_object(json_writer& w, const Value* v) {
+void write_raw_object(http::json_writer& w, const Value* v) {
   if (!v || !v->IsObject()) {
     w.start_object();
     w.end_object();
@@ -261,7 +261,7 @@ void write_raw_object(json_writer& w, const Value* v) {
   w.raw({buffer.GetString(), buffer.GetSize()}, rapidjson::kObjectType);
 }
 
-void write_retry_after_value(json_writer& w, const conf::retry_after_knob& ra) {
+void write_retry_after_value(http::json_writer& w, const retry_after_knob& ra) {
   if (const auto* seconds = std::get_if<std::int64_t>(&ra))
     w.field("retryAfter", *seconds);
   else if (const auto* date = std::get_if<std::string>(&ra))
@@ -269,8 +269,8 @@ void write_retry_after_value(json_writer& w, const conf::retry_after_knob& ra) {
 }
 
 /// The reference's failure body of each service; the status is the caller's.
-std::string failure_body(std::string_view knob, const call& c, const conf::retry_after_knob& ra) {
-  json_writer w;
+std::string failure_body(std::string_view knob, const call& c, const retry_after_knob& ra) {
+  http::json_writer w;
   w.start_object();
   if (knob == "fraudCheck.check") {
     w.field("error", "rate_limit_exceeded");
@@ -327,7 +327,7 @@ std::string failure_body(std::string_view knob, const call& c, const conf::retry
 }
 
 stored_response failure_response(std::string_view knob, const call& c, int status,
-                                 const conf::retry_after_knob& ra) {
+                                 const retry_after_knob& ra) {
   stored_response r{status, failure_body(knob, c, ra), {}};
   if (const auto* seconds = std::get_if<std::int64_t>(&ra))
     r.headers.emplace_back("Retry-After", std::to_string(*seconds));
@@ -414,7 +414,7 @@ struct simulator::impl {
     validate(c, ep);
 
     if (how == mode::fail) {
-      conf::retry_after_knob ra;
+      retry_after_knob ra;
       if (ep.fail_retry_after)
         ra = std::int64_t{*ep.fail_retry_after};
       auto r = failure_response(ep.knob, c, ep.fail_status, ra);
@@ -432,7 +432,7 @@ struct simulator::impl {
       auto claim = keys.begin(std::string(ep.knob), *c.key, fingerprint(c));
       switch (claim.what) {
       case idempotency_claim::kind::conflict:
-        throw api_error(error_kind::idempotency_key_reused,
+        throw http::api_error(http::error_kind::idempotency_key_reused,
                         fmt::format("Idempotency-Key '{}' was already used for a different "
                                     "{} request",
                                     *c.key, ep.knob));
@@ -484,7 +484,7 @@ struct simulator::impl {
 
   applied reserve(call& c) {
     auto e = record(c, "inventory.reserve", "reservation", "RES");
-    json_writer w;
+    http::json_writer w;
     w.start_object();
     w.field("reservationId", e.id);
     w.field("orderId", integer_or(c, "orderId", 0));
@@ -530,7 +530,7 @@ struct simulator::impl {
     int score = c.how == mode::succeed ? 25 : risk_score(c.aggregate);
     auto e = record(c, "fraudCheck.check", "fraudCheck", "FRAUD");
     bool low = score < 50;
-    json_writer w;
+    http::json_writer w;
     w.start_object();
     w.field("status", "success");
     w.field("checkId", e.id);
@@ -550,7 +550,7 @@ struct simulator::impl {
   applied ship(call& c, bool domestic) {
     auto e = domestic ? record(c, "shipping.domestic.create", "shipment", "SHIP-DOM")
                       : record(c, "shipping.international.create", "shipment", "SHIP-INTL");
-    json_writer w;
+    http::json_writer w;
     w.start_object();
     w.field("shipmentId", e.id);
     w.field("orderId", integer_or(c, "orderId", 0));
@@ -595,7 +595,7 @@ struct simulator::impl {
 
   applied charge(call& c) {
     auto e = record(c, "billing.charge", "charge", "TXN");
-    json_writer w;
+    http::json_writer w;
     w.start_object();
     w.field("status", "success");
     w.field("message", "Payment processed successfully");
@@ -615,7 +615,7 @@ struct simulator::impl {
 
   applied process_high_value(call& c) {
     auto e = record(c, "highValue.process", "highValueProcessing", "HV");
-    json_writer w;
+    http::json_writer w;
     w.start_object();
     w.field("status", "success");
     w.field("message", "High-value order processing completed");
@@ -634,7 +634,7 @@ struct simulator::impl {
     auto e = record(c, "notifications.send", "notification", "NOTIF", type);
     auto order_id = integer_or(c, "orderId", 0);
     std::string_view t(type);
-    json_writer w;
+    http::json_writer w;
     w.start_object();
     w.field("status", t == "status_update" ? "recorded" : "sent");
     w.field("notificationId", e.id);
@@ -665,7 +665,7 @@ struct simulator::impl {
     }
     auto r = ledger.revert(forward, c.id);
     if (r.what == revert_result::kind::not_found)
-      throw api_error(error_kind::not_found,
+      throw http::api_error(http::error_kind::not_found,
                       fmt::format("{} '{}' not found: {} never issued it", what, c.id, forward));
     if (r.what == revert_result::kind::already_reverted)
       return {r.entry.id, fmt::format("{} was already reverted ({} revert requests)", r.entry.id,
@@ -673,7 +673,7 @@ struct simulator::impl {
     return {r.entry.id, "reverted " + r.entry.id};
   }
 
-  void write_refund(json_writer& w, const call& c, const std::string& id, std::int64_t ms) {
+  void write_refund(http::json_writer& w, const call& c, const std::string& id, std::int64_t ms) {
     w.key("refund");
     w.start_object();
     w.field("refundId", ledger.make_id("RFD", id));
@@ -686,7 +686,7 @@ struct simulator::impl {
 
   applied release(call& c) {
     auto [id, note] = revert(c, "inventory.reserve", "RES", "reservation");
-    json_writer w;
+    http::json_writer w;
     w.start_object();
     w.field("status", "released");
     w.field("message", "Inventory reservation released");
@@ -701,7 +701,7 @@ struct simulator::impl {
     auto [id, note] = domestic
                           ? revert(c, "shipping.domestic.create", "SHIP-DOM", "shipment")
                           : revert(c, "shipping.international.create", "SHIP-INTL", "shipment");
-    json_writer w;
+    http::json_writer w;
     w.start_object();
     w.field("status", "cancelled");
     w.field("message",
@@ -716,7 +716,7 @@ struct simulator::impl {
   applied refund(call& c) {
     auto [id, note] = revert(c, "billing.charge", "TXN", "transaction");
     auto ms = now_ms();
-    json_writer w;
+    http::json_writer w;
     w.start_object();
     w.field("status", "refunded");
     w.field("message", "Transaction refunded successfully");
@@ -731,7 +731,7 @@ struct simulator::impl {
   applied cancel_high_value(call& c) {
     auto [id, note] = revert(c, "highValue.process", "HV", "high-value processing");
     auto ms = now_ms();
-    json_writer w;
+    http::json_writer w;
     w.start_object();
     w.field("status", "cancelled");
     w.field("message", "High-value processing cancelled successfully");
@@ -887,8 +887,8 @@ struct simulator::impl {
     });
     s.Put("/api/simulator/config",
           [this, admin_token](const httplib::Request& req, httplib::Response& res) {
-            require_admin(req, admin_token);
-            auto body = parse_json_body(req, true);
+            http::require_admin(req, admin_token);
+            auto body = http::parse_json_body(req, true);
             auto problems = faults.apply_patch(*body);
             if (!problems.empty()) {
               domain::field_errors details;
@@ -897,7 +897,7 @@ struct simulator::impl {
                 details.push_back({field_of(p), p});
                 message += (message.empty() ? "" : "; ") + p;
               }
-              throw api_error(error_kind::validation_failed, message, details);
+              throw http::api_error(http::error_kind::validation_failed, message, details);
             }
             rapidjson::StringBuffer compact;
             rapidjson::Writer<rapidjson::StringBuffer> writer(compact);
@@ -908,9 +908,9 @@ struct simulator::impl {
           });
     s.Post("/api/simulator/reset",
            [this, admin_token](const httplib::Request& req, httplib::Response& res) {
-             require_admin(req, admin_token);
+             http::require_admin(req, admin_token);
              reset();
-             json_writer w;
+             http::json_writer w;
              w.start_object();
              w.field("status", "reset");
              auto started = ledger.started_at_ms();
@@ -951,6 +951,10 @@ std::string simulator::ledger_json(const std::optional<std::string>& aggregate_i
   return impl_->ledger.json(aggregate_id);
 }
 
+ledger_snapshot simulator::ledger() const {
+  return impl_->ledger.snapshot();
+}
+
 std::string simulator::config_json() const {
   return impl_->faults.config_json();
 }
@@ -967,4 +971,4 @@ void simulator::stop() {
   impl_->wake.notify_all();
 }
 
-} // namespace outboxd::http
+} // namespace outboxd::simulator

@@ -552,8 +552,8 @@ public:
     for (const auto& m : object_.GetObject()) {
       auto name = name_of(m.name);
       if (std::find(asked_.begin(), asked_.end(), name) == asked_.end())
-        errors.push_back(
-            fmt::format("unknown key {}{}", child_path(path_, name), suggestion(name, {asked_.begin(), asked_.end()})));
+        errors.push_back(fmt::format("unknown key {}{}", child_path(path_, name),
+                                     suggestion(name, {asked_.begin(), asked_.end()})));
     }
   }
 

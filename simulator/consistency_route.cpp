@@ -71,8 +71,9 @@ ledger_source remote_ledger(const std::string& base_url) {
       (path_start == std::string::npos ? std::string() : base.substr(path_start)) + ledger_path;
   return ledger_from_json([origin, path, url = base + ledger_path]() -> std::string {
     auto unavailable = [&](const std::string& why) {
-      return http::api_error(http::error_kind::unavailable,
-                       fmt::format("the simulator ledger at {} is unavailable: {}", url, why));
+      return http::api_error(
+          http::error_kind::unavailable,
+          fmt::format("the simulator ledger at {} is unavailable: {}", url, why));
     };
     std::unique_ptr<httplib::Client> client;
     try {

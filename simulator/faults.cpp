@@ -1,8 +1,8 @@
 // Fault decisions and the knob configuration API's state.
 #include "simulator/faults.hpp"
 
-#include "simulator/knobs.hpp"
 #include "http/json.hpp"
+#include "simulator/knobs.hpp"
 
 #include <fmt/format.h>
 #include <stdexcept>
@@ -118,8 +118,8 @@ std::vector<std::string> fault_injector::apply_patch(const rapidjson::Value& bod
         std::string knob(s.name.GetString(), s.name.GetStringLength());
         auto it = patched.find(knob);
         if (it == patched.end()) {
-          errors.push_back(fmt::format("unknown service services.{} (known: {})", knob,
-                                       known_knob_names()));
+          errors.push_back(
+              fmt::format("unknown service services.{} (known: {})", knob, known_knob_names()));
           continue;
         }
         for (auto& e : apply_knob_patch(s.value, it->second, "services." + knob))

@@ -18,8 +18,8 @@ namespace outboxd::simulator {
 
 /// What one call of a knob-driven endpoint does.
 struct fault_decision {
-  bool fail = false;                  // answer with failure_status instead of applying
-  int status = 503;                   // the failure status
+  bool fail = false;            // answer with failure_status instead of applying
+  int status = 503;             // the failure status
   retry_after_knob retry_after; // sent as Retry-After on a failure
   std::chrono::milliseconds latency{0};
   std::chrono::milliseconds late{0}; // > 0: apply, then answer this much later

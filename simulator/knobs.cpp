@@ -70,7 +70,8 @@ public:
     for (const auto& m : patch_.GetObject()) {
       auto name = string_of(m.name);
       if (std::find(knob_fields.begin(), knob_fields.end(), name) == knob_fields.end())
-        fail(fmt::format("unknown key {}{}", path(name), conf::suggestion(name, {knob_fields.begin(), knob_fields.end()})));
+        fail(fmt::format("unknown key {}{}", path(name),
+                         conf::suggestion(name, {knob_fields.begin(), knob_fields.end()})));
     }
   }
 

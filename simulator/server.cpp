@@ -6,7 +6,7 @@
 namespace outboxd::simulator {
 
 server::server(const conf::server_settings& settings, simulator& sim,
-                                   const std::string& admin_token)
+               const std::string& admin_token)
     : sim_(sim), listener_(settings, "simulator") {
   listener_.native().Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");

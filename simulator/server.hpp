@@ -20,8 +20,7 @@ class server {
 public:
   /// `sim` must outlive the server. Threads, timeouts and body limit come from `settings`; the
   /// port given to bind() wins over settings.port.
-  server(const conf::server_settings& settings, simulator& sim,
-                   const std::string& admin_token);
+  server(const conf::server_settings& settings, simulator& sim, const std::string& admin_token);
   ~server();
   server(const server&) = delete;
   server& operator=(const server&) = delete;

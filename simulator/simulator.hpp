@@ -1,6 +1,7 @@
 // The simulated external services: inventory, fraud check, domestic and international shipping,
 // billing, high-value processing and notifications, with the reference's routes and response
-// shapes (the endpoint table is simulator/endpoints.cpp, the bodies simulator/responses.json), run-time fault knobs, Idempotency-Key, and the side-effect ledger.
+// shapes (table: simulator/endpoints.cpp, bodies: simulator/responses.json), run-time fault
+// knobs, Idempotency-Key, and the side-effect ledger.
 //
 // Routes (every forward endpoint also has deterministic `/succeed` and `/fail` siblings that
 // ignore the knobs; revert siblings are `.../release|refund|cancel/succeed|fail`):

@@ -2,15 +2,15 @@
 // against the ledger of an in-process simulator on the API server, of a standalone simulator
 // reached over HTTP, and of one that cannot be reached (503). Also the ledger parser.
 #include "http/api_server.hpp"
-#include "simulator/consistency_route.hpp"
-#include "simulator/simulator.hpp"
-#include "simulator/server.hpp"
 #include "persistence/audit_repository.hpp"
 #include "persistence/connection_pool.hpp"
 #include "persistence/dead_letter_admin.hpp"
 #include "persistence/order_repository.hpp"
 #include "persistence/outbox_admin.hpp"
 #include "persistence/statements.hpp"
+#include "simulator/consistency_route.hpp"
+#include "simulator/server.hpp"
+#include "simulator/simulator.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/test_db.hpp"
 
@@ -49,8 +49,7 @@ struct consistency_fixture {
                                                    return http::readiness_report{};
                                                  }});
     sim.install(server->native(), {});
-    simulator::install_consistency_route(server->native(), audit,
-                                    [this] { return sim.ledger(); });
+    simulator::install_consistency_route(server->native(), audit, [this] { return sim.ledger(); });
     port = server->bind();
     server->start();
     client = std::make_unique<http_client>(port);
@@ -265,8 +264,8 @@ TEST_CASE_FIXTURE(consistency_fixture, "an unreachable simulator makes the check
   // Something that answers, but not with a ledger, is as good as unreachable.
   http::api_server garbled(api, {},
                            {orders, dead_letters, outbox, [] { return http::readiness_report{}; }});
-  simulator::install_consistency_route(garbled.native(), audit,
-                                       simulator::ledger_from_json([] { return std::string("[]"); }));
+  simulator::install_consistency_route(
+      garbled.native(), audit, simulator::ledger_from_json([] { return std::string("[]"); }));
   int garbled_port = garbled.bind();
   garbled.start();
   auto bad = http_client(garbled_port).get("/api/admin/consistency");
@@ -299,7 +298,8 @@ TEST_CASE("the ledger parser reads entries and refuses what is not a ledger") {
   CHECK_FALSE(l.entries[1].reverted);
   CHECK_FALSE(l.entries[1].reverted_seq);
 
-  CHECK(simulator::parse_ledger_json("not json").err().message == "the ledger is not a JSON object");
+  CHECK(simulator::parse_ledger_json("not json").err().message ==
+        "the ledger is not a JSON object");
   CHECK(simulator::parse_ledger_json(R"({"entries": []})").err().message ==
         "the ledger has no startedAtMs");
   CHECK(simulator::parse_ledger_json(R"({"startedAtMs": 1})").err().message ==

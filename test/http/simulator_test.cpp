@@ -1,11 +1,11 @@
 // The simulator: its internals without sockets (fault decisions, Idempotency-Key store, ledger),
 // then every endpoint, knob, replay and ledger state over real HTTP on loopback. No database.
 #include "conf/loader.hpp"
-#include "simulator/simulator.hpp"
 #include "simulator/faults.hpp"
 #include "simulator/idempotency.hpp"
 #include "simulator/ledger.hpp"
 #include "simulator/server.hpp"
+#include "simulator/simulator.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/process.hpp"
 
@@ -216,12 +216,14 @@ TEST_SUITE("simulator internals") {
     CHECK(again.what == simulator::idempotency_claim::kind::replay);
     CHECK(again.response.body == R"({"id":1})");
     CHECK(again.response.headers.size() == 1);
-    CHECK(store.begin("billing.charge", "k", 2).what == simulator::idempotency_claim::kind::conflict);
+    CHECK(store.begin("billing.charge", "k", 2).what ==
+          simulator::idempotency_claim::kind::conflict);
     CHECK(store.begin("billing.refund", "k", 2).what == simulator::idempotency_claim::kind::owner);
 
     auto failing = store.begin("inventory.reserve", "f", 3);
     store.abandon("inventory.reserve", "f", failing.token);
-    CHECK(store.begin("inventory.reserve", "f", 3).what == simulator::idempotency_claim::kind::owner);
+    CHECK(store.begin("inventory.reserve", "f", 3).what ==
+          simulator::idempotency_claim::kind::owner);
   }
 
   TEST_CASE("a request waits for an in-flight one with the same key, then replays or takes over") {
@@ -292,13 +294,16 @@ TEST_SUITE("simulator internals") {
     simulator::side_effect_ledger ledger;
     auto a = ledger.apply({"5", "billing.charge", "charge", "TXN", {}, {}});
     auto b = ledger.apply({"5", "billing.charge", "charge", "TXN", {}, {}});
-    CHECK(ledger.revert("inventory.reserve", a.id).what == simulator::revert_result::kind::not_found);
-    CHECK(ledger.revert("billing.charge", "TXN-nope").what == simulator::revert_result::kind::not_found);
+    CHECK(ledger.revert("inventory.reserve", a.id).what ==
+          simulator::revert_result::kind::not_found);
+    CHECK(ledger.revert("billing.charge", "TXN-nope").what ==
+          simulator::revert_result::kind::not_found);
     auto latest = ledger.revert_latest("billing.charge", "5");
     CHECK(latest.what == simulator::revert_result::kind::reverted);
     CHECK(latest.entry.id == b.id);
     CHECK(ledger.revert_latest("billing.charge", "5").entry.id == a.id);
-    CHECK(ledger.revert_latest("billing.charge", "5").what == simulator::revert_result::kind::not_found);
+    CHECK(ledger.revert_latest("billing.charge", "5").what ==
+          simulator::revert_result::kind::not_found);
     auto again = ledger.revert("billing.charge", a.id);
     CHECK(again.what == simulator::revert_result::kind::already_reverted);
     CHECK(again.entry.revert_requests == 2);

@@ -4,8 +4,6 @@
 #include "app/commands.hpp"
 #include "domain/ports.hpp"
 #include "http/api_server.hpp"
-#include "http/consistency.hpp"
-#include "http/simulator.hpp"
 #include "http/ui_routes.hpp"
 #include "log/log.hpp"
 #include "persistence/aggregate_hooks.hpp"
@@ -16,6 +14,8 @@
 #include "persistence/order_repository.hpp"
 #include "persistence/outbox_admin.hpp"
 #include "persistence/statements.hpp"
+#include "simulator/consistency_route.hpp"
+#include "simulator/simulator.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -126,15 +126,15 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
   http::api_server server(settings.server, settings.admin.token,
                           {orders, dead_letters, outbox, readiness});
   // The outside world: in this process by default, else the standalone simulator at baseUrl.
-  std::unique_ptr<http::simulator> simulator;
-  std::function<std::string()> ledger = http::remote_ledger(settings.simulator.base_url);
+  std::unique_ptr<simulator::simulator> sim;
+  simulator::ledger_source ledger = simulator::remote_ledger(settings.simulator.base_url);
   if (settings.simulator.enabled) {
-    simulator = std::make_unique<http::simulator>(settings.simulator);
-    simulator->install(server.native(), settings.admin.token);
-    ledger = [&simulator] { return simulator->ledger_json(std::nullopt); };
+    sim = std::make_unique<simulator::simulator>(settings.simulator);
+    sim->install(server.native(), settings.admin.token);
+    ledger = [&sim] { return sim->ledger(); };
   }
   persistence::audit_repository audit(pool);
-  http::install_consistency_route(server.native(), audit, ledger);
+  simulator::install_consistency_route(server.native(), audit, ledger);
   http::install_ui_routes(server.native());
   int port = 0;
   try {
@@ -157,8 +157,8 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
   log::info("main", "received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   // Reverse order. The engine stops first: its calls in flight may be to this process's own
   // simulator, which must still answer them; intake stays open meanwhile (orders just queue).
-  if (simulator)
-    simulator->stop(); // simulated latencies end now, so calls in flight return at once
+  if (sim)
+    sim->stop(); // simulated latencies end now, so calls in flight return at once
   engine.stop();
   log::info("main", "engine stopped");
   server.stop();

@@ -1,9 +1,9 @@
 // `outboxd simulator --port N`: the simulated external services in their own process, without a
 // database, so tests can kill outboxd while the outside world keeps its memory.
 #include "app/commands.hpp"
-#include "http/simulator.hpp"
-#include "http/simulator_server.hpp"
 #include "log/log.hpp"
+#include "simulator/server.hpp"
+#include "simulator/simulator.hpp"
 
 #include <csignal>
 
@@ -18,8 +18,8 @@ int simulator(const conf::settings& settings, int port) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  http::simulator sim(settings.simulator);
-  http::simulator_server server(settings.server, sim, settings.admin.token);
+  simulator::simulator sim(settings.simulator);
+  simulator::server server(settings.server, sim, settings.admin.token);
   int bound = 0;
   try {
     bound = server.bind(port);

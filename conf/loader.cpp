@@ -3,9 +3,10 @@
 // collected so that one start-up attempt shows all of them.
 #include "conf/loader.hpp"
 
-#include "conf/knobs.hpp"
+#include "conf/json_values.hpp"
 #include "domain/json_path.hpp"
 #include "domain/routing.hpp"
+#include "simulator/knobs.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -122,15 +123,6 @@ std::string compact_json(const Value& v) {
   return {buffer.GetString(), buffer.GetSize()};
 }
 
-// A value as it appears in messages: JSON text, cut short so one bad value cannot flood the log.
-std::string show(const Value& v) {
-  auto text = compact_json(v);
-  constexpr std::size_t limit = 80;
-  if (text.size() > limit)
-    text = text.substr(0, limit) + "...";
-  return text;
-}
-
 std::string quoted(std::string_view s) {
   Value v(rapidjson::StringRef(s.data(), s.size()));
   return show(v);
@@ -164,26 +156,6 @@ std::optional<double> parse_double(std::string_view text) {
   return v;
 }
 
-// JSON integers, and integral doubles like 3.0 or 1e3; out-of-range values are clamped so that a
-// range check rejects them (the message shows the original text).
-std::optional<std::int64_t> integer_of(const Value& v) {
-  if (v.IsInt64())
-    return v.GetInt64();
-  if (v.IsUint64())
-    return std::numeric_limits<std::int64_t>::max();
-  if (v.IsDouble()) {
-    double d = v.GetDouble();
-    if (!std::isfinite(d) || d != std::trunc(d))
-      return std::nullopt;
-    if (d >= 9.2e18)
-      return std::numeric_limits<std::int64_t>::max();
-    if (d <= -9.2e18)
-      return std::numeric_limits<std::int64_t>::min();
-    return static_cast<std::int64_t>(d);
-  }
-  return std::nullopt;
-}
-
 // "must be > 0" for the common too-small case, as people say it; the full range otherwise.
 std::string range_rule(std::int64_t value, std::int64_t lo, std::int64_t hi) {
   if (value < lo && lo == 1)
@@ -191,36 +163,6 @@ std::string range_rule(std::int64_t value, std::int64_t lo, std::int64_t hi) {
   if (hi == std::numeric_limits<std::int64_t>::max() || hi == int_max)
     return fmt::format("must be >= {}", lo);
   return fmt::format("must be between {} and {}", lo, hi);
-}
-
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j)
-    row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// " (did you mean pollInterval?)" when one of `candidates` is a likely intended spelling.
-std::string suggestion(std::string_view wrong, const std::vector<std::string>& candidates) {
-  const std::string* best = nullptr;
-  std::size_t best_distance = 3;
-  for (const auto& c : candidates) {
-    auto d = edit_distance(lowercase(wrong), lowercase(c));
-    if (d < best_distance) {
-      best = &c;
-      best_distance = d;
-    }
-  }
-  return best ? fmt::format(" (did you mean {}?)", *best) : std::string();
 }
 
 std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t offset) {
@@ -610,8 +552,8 @@ public:
     for (const auto& m : object_.GetObject()) {
       auto name = name_of(m.name);
       if (std::find(asked_.begin(), asked_.end(), name) == asked_.end())
-        errors.push_back(
-            fmt::format("unknown key {}{}", child_path(path_, name), suggestion(name, asked_)));
+        errors.push_back(fmt::format("unknown key {}{}", child_path(path_, name),
+                                     suggestion(name, {asked_.begin(), asked_.end()})));
     }
   }
 
@@ -1187,17 +1129,17 @@ private:
       if (auto sv = object(*services, o.path("services")))
         for (const auto& m : services->GetObject()) {
           auto name = name_of(m.name);
-          if (!is_knob_name(name)) {
+          if (!simulator::is_knob_name(name)) {
             fail(fmt::format("unknown key {} (known services: {})", sv->path(name),
-                             known_knob_names()));
+                             simulator::known_knob_names()));
             continue;
           }
           simulator_knobs knobs;
-          for (auto& problem : apply_knob_patch(m.value, knobs, sv->path(name)))
+          for (auto& problem : simulator::apply_knob_patch(m.value, knobs, sv->path(name)))
             fail(std::move(problem));
           s.services.insert_or_assign(std::string(name), knobs);
         }
-    for (auto name : knob_names)
+    for (auto name : simulator::knob_names)
       s.services.try_emplace(std::string(name));
   }
 

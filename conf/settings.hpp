@@ -1,7 +1,8 @@
-// outboxd's settings: one struct per section of conf/application.json (SPEC section 7).
+// outboxd's settings: one struct per section of conf/application.json.
 #pragma once
 
 #include "domain/routing.hpp"
+#include "simulator/knobs.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -57,20 +58,9 @@ struct dlq_settings {
   backoff_settings backoff;
 };
 
-/// Retry-After a simulated failure carries: none, a number of seconds, or an HTTP-date.
-using retry_after_knob = std::variant<std::monostate, std::int64_t, std::string>;
-
-/// Run-time fault knobs of one simulated service operation (e.g. `billing.charge`).
-struct simulator_knobs {
-  double failure_rate = 0.0;
-  int failure_status = 503;
-  retry_after_knob retry_after;
-  int latency_min_ms = 0;
-  int latency_max_ms = 0;
-  double late_rate = 0.0; // apply the side effect, then answer after late_ms
-  int late_ms = 0;
-  int fail_next = 0; // fail the next N calls regardless of failure_rate
-};
+// The knob type belongs to the simulator's pure knob library (conf links it, never the server).
+using retry_after_knob = simulator::retry_after_knob;
+using simulator_knobs = simulator::service_knobs;
 
 struct simulator_settings {
   bool enabled = true;

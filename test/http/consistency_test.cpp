@@ -2,15 +2,15 @@
 // against the ledger of an in-process simulator on the API server, of a standalone simulator
 // reached over HTTP, and of one that cannot be reached (503). Also the ledger parser.
 #include "http/api_server.hpp"
-#include "http/consistency.hpp"
-#include "http/simulator.hpp"
-#include "http/simulator_server.hpp"
 #include "persistence/audit_repository.hpp"
 #include "persistence/connection_pool.hpp"
 #include "persistence/dead_letter_admin.hpp"
 #include "persistence/order_repository.hpp"
 #include "persistence/outbox_admin.hpp"
 #include "persistence/statements.hpp"
+#include "simulator/consistency_route.hpp"
+#include "simulator/server.hpp"
+#include "simulator/simulator.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/test_db.hpp"
 
@@ -49,8 +49,7 @@ struct consistency_fixture {
                                                    return http::readiness_report{};
                                                  }});
     sim.install(server->native(), {});
-    http::install_consistency_route(server->native(), audit,
-                                    [this] { return sim.ledger_json(std::nullopt); });
+    simulator::install_consistency_route(server->native(), audit, [this] { return sim.ledger(); });
     port = server->bind();
     server->start();
     client = std::make_unique<http_client>(port);
@@ -127,7 +126,7 @@ struct consistency_fixture {
   persistence::dead_letter_admin dead_letters{pool};
   persistence::outbox_admin outbox{pool};
   persistence::audit_repository audit{pool};
-  http::simulator sim{quiet()};
+  simulator::simulator sim{quiet()};
   std::unique_ptr<http::api_server> server;
   int port = 0;
   std::unique_ptr<http_client> client;
@@ -210,10 +209,10 @@ TEST_CASE_FIXTURE(consistency_fixture, "orders created before a reset are unchec
 }
 
 TEST_CASE_FIXTURE(consistency_fixture, "the check reads the ledger of a standalone simulator") {
-  http::simulator remote_sim(quiet());
+  simulator::simulator remote_sim(quiet());
   conf::server_settings s;
   s.threads = 4;
-  http::simulator_server remote(s, remote_sim, {});
+  simulator::server remote(s, remote_sim, {});
   int remote_port = remote.bind(0);
   remote.start();
 
@@ -223,9 +222,9 @@ TEST_CASE_FIXTURE(consistency_fixture, "the check reads the ledger of a standalo
   api.threads = 4;
   http::api_server other(api, {},
                          {orders, dead_letters, outbox, [] { return http::readiness_report{}; }});
-  http::install_consistency_route(
+  simulator::install_consistency_route(
       other.native(), audit,
-      http::remote_ledger("http://127.0.0.1:" + std::to_string(remote_port) + "/"));
+      simulator::remote_ledger("http://127.0.0.1:" + std::to_string(remote_port) + "/"));
   int other_port = other.bind();
   other.start();
 
@@ -252,7 +251,7 @@ TEST_CASE_FIXTURE(consistency_fixture, "an unreachable simulator makes the check
   http::api_server other(api, {},
                          {orders, dead_letters, outbox, [] { return http::readiness_report{}; }});
   auto url = "http://127.0.0.1:" + std::to_string(free_port());
-  http::install_consistency_route(other.native(), audit, http::remote_ledger(url));
+  simulator::install_consistency_route(other.native(), audit, simulator::remote_ledger(url));
   int other_port = other.bind();
   other.start();
   http_client api_client(other_port);
@@ -265,7 +264,8 @@ TEST_CASE_FIXTURE(consistency_fixture, "an unreachable simulator makes the check
   // Something that answers, but not with a ledger, is as good as unreachable.
   http::api_server garbled(api, {},
                            {orders, dead_letters, outbox, [] { return http::readiness_report{}; }});
-  http::install_consistency_route(garbled.native(), audit, [] { return std::string("[]"); });
+  simulator::install_consistency_route(
+      garbled.native(), audit, simulator::ledger_from_json([] { return std::string("[]"); }));
   int garbled_port = garbled.bind();
   garbled.start();
   auto bad = http_client(garbled_port).get("/api/admin/consistency");
@@ -276,7 +276,7 @@ TEST_CASE_FIXTURE(consistency_fixture, "an unreachable simulator makes the check
 }
 
 TEST_CASE("the ledger parser reads entries and refuses what is not a ledger") {
-  auto parsed = http::parse_ledger_json(
+  auto parsed = simulator::parse_ledger_json(
       R"({"startedAt": "x", "startedAtMs": 1000, "duplicates": [],
           "entries": [{"id": "RES-1", "aggregateId": "1", "operation": "inventory.reserve",
                        "kind": "reservation", "notificationType": null, "state": "reverted",
@@ -298,28 +298,29 @@ TEST_CASE("the ledger parser reads entries and refuses what is not a ledger") {
   CHECK_FALSE(l.entries[1].reverted);
   CHECK_FALSE(l.entries[1].reverted_seq);
 
-  CHECK(http::parse_ledger_json("not json").err().message == "the ledger is not a JSON object");
-  CHECK(http::parse_ledger_json(R"({"entries": []})").err().message ==
+  CHECK(simulator::parse_ledger_json("not json").err().message ==
+        "the ledger is not a JSON object");
+  CHECK(simulator::parse_ledger_json(R"({"entries": []})").err().message ==
         "the ledger has no startedAtMs");
-  CHECK(http::parse_ledger_json(R"({"startedAtMs": 1})").err().message ==
+  CHECK(simulator::parse_ledger_json(R"({"startedAtMs": 1})").err().message ==
         "the ledger has no entries array");
-  CHECK(http::parse_ledger_json(R"({"startedAtMs": 1, "entries": [{"id": "x"}]})")
+  CHECK(simulator::parse_ledger_json(R"({"startedAtMs": 1, "entries": [{"id": "x"}]})")
             .err()
             .message.find("ledger entry 0 lacks") == 0);
 }
 
 TEST_CASE("the simulator's own ledger JSON round-trips through the parser") {
-  http::simulator sim(conf::simulator_settings{});
+  simulator::simulator sim(conf::simulator_settings{});
   conf::server_settings s;
   s.threads = 2;
-  http::simulator_server server(s, sim, {});
+  simulator::server server(s, sim, {});
   int port = server.bind(0);
   server.start();
   http_client client(port);
   auto res = client.post("/api/inventory/reserve", "{}", {{"X-Aggregate-Id", "9"}});
   client.del("/api/inventory/" + res.str("/reservationId") + "/release",
              {{"X-Revert-Aggregate-Id", "9"}});
-  auto parsed = http::parse_ledger_json(sim.ledger_json(std::nullopt));
+  auto parsed = simulator::parse_ledger_json(sim.ledger_json(std::nullopt));
   REQUIRE(parsed);
   REQUIRE(parsed.value().entries.size() == 1);
   CHECK(parsed.value().entries[0].aggregate_id == "9");

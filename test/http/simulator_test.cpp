@@ -1,11 +1,11 @@
 // The simulator: its internals without sockets (fault decisions, Idempotency-Key store, ledger),
 // then every endpoint, knob, replay and ledger state over real HTTP on loopback. No database.
 #include "conf/loader.hpp"
-#include "http/simulator.hpp"
-#include "http/simulator_faults.hpp"
-#include "http/simulator_idempotency.hpp"
-#include "http/simulator_ledger.hpp"
-#include "http/simulator_server.hpp"
+#include "simulator/faults.hpp"
+#include "simulator/idempotency.hpp"
+#include "simulator/ledger.hpp"
+#include "simulator/server.hpp"
+#include "simulator/simulator.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/process.hpp"
 
@@ -86,7 +86,7 @@ struct sim_fixture {
     conf::server_settings s;
     s.port = 0;
     s.threads = 24;
-    server = std::make_unique<http::simulator_server>(s, sim, admin_token);
+    server = std::make_unique<simulator::server>(s, sim, admin_token);
     port = server->bind(0);
     server->start();
     client = std::make_unique<http_client>(port);
@@ -111,8 +111,8 @@ struct sim_fixture {
     return size_of(ledger(query), "/entries");
   }
 
-  http::simulator sim;
-  std::unique_ptr<http::simulator_server> server;
+  simulator::simulator sim;
+  std::unique_ptr<simulator::server> server;
   int port = 0;
   std::unique_ptr<http_client> client;
 };
@@ -133,7 +133,7 @@ TEST_SUITE("simulator internals") {
     settings.services["billing.charge"].failure_rate = 0.25;
     settings.services["billing.charge"].late_rate = 0.5;
     settings.services["billing.charge"].late_ms = 700;
-    http::fault_injector a(settings), b(settings);
+    simulator::fault_injector a(settings), b(settings);
     constexpr int calls = 10000;
     int failures = 0, late = 0;
     for (int i = 0; i < calls; ++i) {
@@ -159,7 +159,7 @@ TEST_SUITE("simulator internals") {
     auto settings = quiet_settings();
     settings.services["inventory.reserve"].latency_min_ms = 10;
     settings.services["inventory.reserve"].latency_max_ms = 20;
-    http::fault_injector f(settings);
+    simulator::fault_injector f(settings);
     std::set<long> seen;
     for (int i = 0; i < 2000; ++i) {
       auto d = f.decide("inventory.reserve");
@@ -172,7 +172,7 @@ TEST_SUITE("simulator internals") {
   }
 
   TEST_CASE("failNext fails the next calls and counts down, whatever the rate") {
-    http::fault_injector f(quiet_settings());
+    simulator::fault_injector f(quiet_settings());
     rapidjson::Document patch;
     patch.Parse(R"({"services": {"billing.refund": {"failNext": 2, "failureStatus": 500}}})");
     REQUIRE(f.apply_patch(patch).empty());
@@ -187,7 +187,7 @@ TEST_SUITE("simulator internals") {
   }
 
   TEST_CASE("a knob patch is all or nothing and reset restores the initial knobs and seed") {
-    http::fault_injector f(quiet_settings());
+    simulator::fault_injector f(quiet_settings());
     auto initial = f.config_json();
     rapidjson::Document bad;
     bad.Parse(R"({"seed": 9, "services": {"billing.charge": {"failureRate": 1},
@@ -208,33 +208,35 @@ TEST_SUITE("simulator internals") {
   }
 
   TEST_CASE("the Idempotency-Key store replays, refuses other requests and forgets failures") {
-    http::idempotency_store store;
+    simulator::idempotency_store store;
     auto first = store.begin("billing.charge", "k", 1);
-    REQUIRE(first.what == http::idempotency_claim::kind::owner);
+    REQUIRE(first.what == simulator::idempotency_claim::kind::owner);
     store.complete("billing.charge", "k", first.token, {200, R"({"id":1})", {{"X-A", "b"}}});
     auto again = store.begin("billing.charge", "k", 1);
-    CHECK(again.what == http::idempotency_claim::kind::replay);
+    CHECK(again.what == simulator::idempotency_claim::kind::replay);
     CHECK(again.response.body == R"({"id":1})");
     CHECK(again.response.headers.size() == 1);
-    CHECK(store.begin("billing.charge", "k", 2).what == http::idempotency_claim::kind::conflict);
-    CHECK(store.begin("billing.refund", "k", 2).what == http::idempotency_claim::kind::owner);
+    CHECK(store.begin("billing.charge", "k", 2).what ==
+          simulator::idempotency_claim::kind::conflict);
+    CHECK(store.begin("billing.refund", "k", 2).what == simulator::idempotency_claim::kind::owner);
 
     auto failing = store.begin("inventory.reserve", "f", 3);
     store.abandon("inventory.reserve", "f", failing.token);
-    CHECK(store.begin("inventory.reserve", "f", 3).what == http::idempotency_claim::kind::owner);
+    CHECK(store.begin("inventory.reserve", "f", 3).what ==
+          simulator::idempotency_claim::kind::owner);
   }
 
   TEST_CASE("a request waits for an in-flight one with the same key, then replays or takes over") {
-    http::idempotency_store store;
+    simulator::idempotency_store store;
     auto owner = store.begin("s", "k", 7);
     std::atomic<int> replays{0}, owners{0};
     std::vector<std::thread> waiters;
     for (int i = 0; i < 4; ++i)
       waiters.emplace_back([&] {
         auto c = store.begin("s", "k", 7);
-        if (c.what == http::idempotency_claim::kind::replay)
+        if (c.what == simulator::idempotency_claim::kind::replay)
           ++replays;
-        else if (c.what == http::idempotency_claim::kind::owner) {
+        else if (c.what == simulator::idempotency_claim::kind::owner) {
           ++owners;
           store.complete("s", "k", c.token, {200, "second", {}});
         }
@@ -249,23 +251,23 @@ TEST_SUITE("simulator internals") {
   }
 
   TEST_CASE("the Idempotency-Key store evicts the oldest keys beyond its bounds") {
-    http::idempotency_store by_count(3, std::size_t{1} << 20);
+    simulator::idempotency_store by_count(3, std::size_t{1} << 20);
     for (int i = 0; i < 5; ++i) {
       auto c = by_count.begin("s", std::to_string(i), 1);
       by_count.complete("s", std::to_string(i), c.token, {200, "x", {}});
     }
     CHECK(by_count.size() == 3);
-    CHECK(by_count.begin("s", "0", 1).what == http::idempotency_claim::kind::owner);
-    CHECK(by_count.begin("s", "4", 1).what == http::idempotency_claim::kind::replay);
+    CHECK(by_count.begin("s", "0", 1).what == simulator::idempotency_claim::kind::owner);
+    CHECK(by_count.begin("s", "4", 1).what == simulator::idempotency_claim::kind::replay);
 
-    http::idempotency_store by_bytes(1000, 2000);
+    simulator::idempotency_store by_bytes(1000, 2000);
     for (int i = 0; i < 5; ++i) {
       auto c = by_bytes.begin("s", std::to_string(i), 1);
       by_bytes.complete("s", std::to_string(i), c.token, {200, std::string(500, 'x'), {}});
     }
     CHECK(by_bytes.bytes() <= 2000);
     CHECK(by_bytes.size() == 3);
-    CHECK(by_bytes.begin("s", "1", 1).what == http::idempotency_claim::kind::owner);
+    CHECK(by_bytes.begin("s", "1", 1).what == simulator::idempotency_claim::kind::owner);
 
     auto stale = by_bytes.begin("s", "new", 1);
     by_bytes.clear();
@@ -274,7 +276,7 @@ TEST_SUITE("simulator internals") {
   }
 
   TEST_CASE("ledger ids are unique even within one millisecond, and across resets") {
-    http::side_effect_ledger ledger;
+    simulator::side_effect_ledger ledger;
     std::set<std::string> ids;
     for (int i = 0; i < 1000; ++i)
       ids.insert(ledger.apply({"1", "inventory.reserve", "reservation", "RES", {}, {}}).id);
@@ -289,25 +291,28 @@ TEST_SUITE("simulator internals") {
   }
 
   TEST_CASE("ledger reverts by id, by operation, and the newest active entry of an aggregate") {
-    http::side_effect_ledger ledger;
+    simulator::side_effect_ledger ledger;
     auto a = ledger.apply({"5", "billing.charge", "charge", "TXN", {}, {}});
     auto b = ledger.apply({"5", "billing.charge", "charge", "TXN", {}, {}});
-    CHECK(ledger.revert("inventory.reserve", a.id).what == http::revert_result::kind::not_found);
-    CHECK(ledger.revert("billing.charge", "TXN-nope").what == http::revert_result::kind::not_found);
+    CHECK(ledger.revert("inventory.reserve", a.id).what ==
+          simulator::revert_result::kind::not_found);
+    CHECK(ledger.revert("billing.charge", "TXN-nope").what ==
+          simulator::revert_result::kind::not_found);
     auto latest = ledger.revert_latest("billing.charge", "5");
-    CHECK(latest.what == http::revert_result::kind::reverted);
+    CHECK(latest.what == simulator::revert_result::kind::reverted);
     CHECK(latest.entry.id == b.id);
     CHECK(ledger.revert_latest("billing.charge", "5").entry.id == a.id);
-    CHECK(ledger.revert_latest("billing.charge", "5").what == http::revert_result::kind::not_found);
+    CHECK(ledger.revert_latest("billing.charge", "5").what ==
+          simulator::revert_result::kind::not_found);
     auto again = ledger.revert("billing.charge", a.id);
-    CHECK(again.what == http::revert_result::kind::already_reverted);
+    CHECK(again.what == simulator::revert_result::kind::already_reverted);
     CHECK(again.entry.revert_requests == 2);
     CHECK(again.entry.reverted_seq == 4); // unchanged: the first revert's
   }
 
   TEST_CASE("ISO times are UTC with milliseconds") {
-    CHECK(http::iso_time(1767323045678) == "2026-01-02T03:04:05.678Z");
-    CHECK(http::iso_time(0) == "1970-01-01T00:00:00.000Z");
+    CHECK(simulator::iso_time(1767323045678) == "2026-01-02T03:04:05.678Z");
+    CHECK(simulator::iso_time(0) == "1970-01-01T00:00:00.000Z");
   }
 
 } // TEST_SUITE

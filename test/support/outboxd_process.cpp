@@ -1,7 +1,7 @@
 // outboxd test processes: started with the binary under test (OUTBOXD_BINARY).
 #include "test/support/outboxd_process.hpp"
 
-#include "conf/knobs.hpp"
+#include "simulator/knobs.hpp"
 
 #include <csignal>
 #include <doctest/doctest.h>
@@ -121,7 +121,7 @@ simulator_process::outboxd_args(std::initializer_list<const char*> settings) con
 
 std::string every_knob(const std::string& fields) {
   std::string services;
-  for (auto knob : conf::knob_names)
+  for (auto knob : simulator::knob_names)
     services += fmt::format(R"({}"{}":{})", services.empty() ? "" : ",", knob, fields);
   return "{" + services + "}";
 }

@@ -1,10 +1,11 @@
-// domain::check_consistency against hand-built orders and ledgers: every violation kind of SPEC
-// invariant 3, and what is not a violation.
-#include "domain/consistency.hpp"
+// simulator::check_consistency against hand-built orders and ledgers: every violation kind of
+// the orders-vs-outside-world check, and what is not a violation.
+#include "simulator/consistency.hpp"
 
 #include <doctest/doctest.h>
 
 using namespace outboxd::domain;
+using namespace outboxd::simulator;
 
 namespace {
 
@@ -13,8 +14,8 @@ constexpr std::int64_t started = 1'000'000;
 /// Builds ledger entries with an increasing seq, like the simulator does.
 class ledger_builder {
 public:
-  ledger_record& add(std::int64_t order, const char* operation, const char* kind, const char* id) {
-    ledger_record r;
+  ledger_entry& add(std::int64_t order, const char* operation, const char* kind, const char* id) {
+    ledger_entry r;
     r.aggregate_id = std::to_string(order);
     r.operation = operation;
     r.kind = kind;
@@ -23,22 +24,22 @@ public:
     snapshot_.entries.push_back(r);
     return snapshot_.entries.back();
   }
-  ledger_record& reserve(std::int64_t order, const char* id = "RES-1") {
+  ledger_entry& reserve(std::int64_t order, const char* id = "RES-1") {
     return add(order, "inventory.reserve", "reservation", id);
   }
-  ledger_record& fraud(std::int64_t order, const char* id = "FRAUD-1") {
+  ledger_entry& fraud(std::int64_t order, const char* id = "FRAUD-1") {
     return add(order, "fraudCheck.check", "fraudCheck", id);
   }
-  ledger_record& ship(std::int64_t order, const char* id = "SHIP-DOM-1") {
+  ledger_entry& ship(std::int64_t order, const char* id = "SHIP-DOM-1") {
     return add(order, "shipping.domestic.create", "shipment", id);
   }
-  ledger_record& charge(std::int64_t order, const char* id = "TXN-1") {
+  ledger_entry& charge(std::int64_t order, const char* id = "TXN-1") {
     return add(order, "billing.charge", "charge", id);
   }
-  ledger_record& high_value(std::int64_t order, const char* id = "HV-1") {
+  ledger_entry& high_value(std::int64_t order, const char* id = "HV-1") {
     return add(order, "highValue.process", "highValueProcessing", id);
   }
-  ledger_record& notify(std::int64_t order, const char* type, const char* id) {
+  ledger_entry& notify(std::int64_t order, const char* type, const char* id) {
     auto& r = add(order, "notifications.send", "notification", id);
     r.notification_type = type;
     return r;

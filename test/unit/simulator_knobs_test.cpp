@@ -1,6 +1,6 @@
-// conf::apply_knob_patch, the one validation of simulator knobs shared by the configuration
+// simulator::apply_knob_patch, the one validation of simulator knobs shared by the configuration
 // loader and PUT /api/simulator/config: every field, every range, every message.
-#include "conf/knobs.hpp"
+#include "simulator/knobs.hpp"
 
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
@@ -9,12 +9,12 @@ using namespace outboxd;
 
 namespace {
 
-std::vector<std::string> patch(const char* json, conf::simulator_knobs& k,
+std::vector<std::string> patch(const char* json, simulator::service_knobs& k,
                                const std::string& path = "services.billing.charge") {
   rapidjson::Document doc;
   doc.Parse(json);
   REQUIRE_FALSE(doc.HasParseError());
-  return conf::apply_knob_patch(doc, k, path);
+  return simulator::apply_knob_patch(doc, k, path);
 }
 
 bool has(const std::vector<std::string>& errors, const std::string& text) {
@@ -27,7 +27,7 @@ bool has(const std::vector<std::string>& errors, const std::string& text) {
 } // namespace
 
 TEST_CASE("a knob patch sets the fields it names and leaves the others alone") {
-  conf::simulator_knobs k;
+  simulator::service_knobs k;
   k.failure_status = 429;
   k.retry_after = std::int64_t{10};
   auto errors = patch(R"({"failureRate": 0.25, "latencyMs": [10, 20], "failNext": 3})", k);
@@ -88,7 +88,7 @@ TEST_CASE("every knob field is range checked with a message naming the field and
   for (const auto& c : cases) {
     std::string json = c.json;
     CAPTURE(json);
-    conf::simulator_knobs k;
+    simulator::service_knobs k;
     auto errors = patch(c.json, k);
     REQUIRE(errors.size() == 1);
     CHECK(errors[0].find(c.message) == 0);
@@ -98,14 +98,14 @@ TEST_CASE("every knob field is range checked with a message naming the field and
 TEST_CASE("a knob patch that is not an object is refused as a whole") {
   rapidjson::Document doc;
   doc.Parse("0.5");
-  conf::simulator_knobs k;
-  auto errors = conf::apply_knob_patch(doc, k, "simulator.services.billing.charge");
+  simulator::service_knobs k;
+  auto errors = simulator::apply_knob_patch(doc, k, "simulator.services.billing.charge");
   REQUIRE(errors.size() == 1);
   CHECK(errors[0] == "simulator.services.billing.charge must be an object, got 0.5");
 }
 
 TEST_CASE("a knob patch reports every problem and applies only the valid fields") {
-  conf::simulator_knobs k;
+  simulator::service_knobs k;
   auto errors = patch(R"({"failureRate": 2, "failNext": 4, "nope": 1})", k);
   CHECK(errors.size() == 2);
   CHECK(has(errors, "failureRate must be between 0 and 1"));
@@ -115,11 +115,11 @@ TEST_CASE("a knob patch reports every problem and applies only the valid fields"
   CHECK(k.failure_rate == 0.0);
 }
 
-TEST_CASE("the knob names are the twelve of SPEC section 8") {
-  CHECK(conf::knob_names.size() == 12);
-  CHECK(conf::is_knob_name("billing.charge"));
-  CHECK(conf::is_knob_name("notifications.send"));
-  CHECK_FALSE(conf::is_knob_name("billing"));
-  CHECK_FALSE(conf::is_knob_name("billing.chrage"));
-  CHECK(conf::known_knob_names().rfind("inventory.reserve, inventory.release, ", 0) == 0);
+TEST_CASE("the knob names are the twelve simulated operations") {
+  CHECK(simulator::knob_names.size() == 12);
+  CHECK(simulator::is_knob_name("billing.charge"));
+  CHECK(simulator::is_knob_name("notifications.send"));
+  CHECK_FALSE(simulator::is_knob_name("billing"));
+  CHECK_FALSE(simulator::is_knob_name("billing.chrage"));
+  CHECK(simulator::known_knob_names().rfind("inventory.reserve, inventory.release, ", 0) == 0);
 }

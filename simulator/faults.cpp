@@ -1,13 +1,13 @@
 // Fault decisions and the knob configuration API's state.
-#include "http/simulator_faults.hpp"
+#include "simulator/faults.hpp"
 
-#include "conf/knobs.hpp"
 #include "http/json.hpp"
+#include "simulator/knobs.hpp"
 
 #include <fmt/format.h>
 #include <stdexcept>
 
-namespace outboxd::http {
+namespace outboxd::simulator {
 namespace {
 
 std::string show(const rapidjson::Value& v) {
@@ -18,7 +18,7 @@ std::string show(const rapidjson::Value& v) {
   return text.size() > 80 ? text.substr(0, 80) + "..." : text;
 }
 
-void write_knobs(json_writer& w, const conf::simulator_knobs& k) {
+void write_knobs(http::json_writer& w, const service_knobs& k) {
   w.start_object();
   w.field("failureRate", k.failure_rate);
   w.field("failureStatus", k.failure_status);
@@ -44,10 +44,10 @@ void write_knobs(json_writer& w, const conf::simulator_knobs& k) {
 
 fault_injector::fault_injector(const conf::simulator_settings& settings)
     : initial_seed_(settings.seed), seed_(settings.seed), rng_(settings.seed) {
-  for (auto name : conf::knob_names) {
+  for (auto name : knob_names) {
     auto it = settings.services.find(std::string(name));
     initial_.emplace(std::string(name),
-                     it == settings.services.end() ? conf::simulator_knobs{} : it->second);
+                     it == settings.services.end() ? service_knobs{} : it->second);
   }
   knobs_ = initial_;
 }
@@ -118,11 +118,11 @@ std::vector<std::string> fault_injector::apply_patch(const rapidjson::Value& bod
         std::string knob(s.name.GetString(), s.name.GetStringLength());
         auto it = patched.find(knob);
         if (it == patched.end()) {
-          errors.push_back(fmt::format("unknown service services.{} (known: {})", knob,
-                                       conf::known_knob_names()));
+          errors.push_back(
+              fmt::format("unknown service services.{} (known: {})", knob, known_knob_names()));
           continue;
         }
-        for (auto& e : conf::apply_knob_patch(s.value, it->second, "services." + knob))
+        for (auto& e : apply_knob_patch(s.value, it->second, "services." + knob))
           errors.push_back(std::move(e));
       }
     } else {
@@ -148,13 +148,13 @@ void fault_injector::reset() {
 
 std::string fault_injector::config_json() const {
   std::lock_guard lock(mutex_);
-  json_writer w;
+  http::json_writer w;
   w.start_object();
   w.key("seed");
   w.raw(std::to_string(seed_), rapidjson::kNumberType);
   w.key("services");
   w.start_object();
-  for (auto name : conf::knob_names) {
+  for (auto name : knob_names) {
     w.key(name);
     write_knobs(w, knobs_.find(name)->second);
   }
@@ -163,7 +163,7 @@ std::string fault_injector::config_json() const {
   return w.str();
 }
 
-conf::simulator_knobs fault_injector::knobs(std::string_view knob) const {
+service_knobs fault_injector::knobs(std::string_view knob) const {
   std::lock_guard lock(mutex_);
   auto it = knobs_.find(knob);
   if (it == knobs_.end())
@@ -176,4 +176,4 @@ std::uint64_t fault_injector::seed() const {
   return seed_;
 }
 
-} // namespace outboxd::http
+} // namespace outboxd::simulator

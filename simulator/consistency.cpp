@@ -1,13 +1,16 @@
-// Invariant 3, rule by rule. Problems are sentences for an operator reading the UI or a test
-// failure, so each names the operation, the id issued and the order's status.
-#include "domain/consistency.hpp"
+// The consistency rules one by one. Problems are sentences for an operator reading the UI or a
+// test failure, so each names the operation, the id issued and the order's status.
+#include "simulator/consistency.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
 #include <unordered_map>
 
-namespace outboxd::domain {
+namespace outboxd::simulator {
+
+using domain::audited_order;
+using domain::order_status;
 namespace {
 
 /// A kind of side effect an order needs exactly once when it succeeded.
@@ -26,11 +29,11 @@ const std::vector<required_step>& required_steps() {
   return steps;
 }
 
-std::string describe(const ledger_record& e) {
+std::string describe(const ledger_entry& e) {
   return fmt::format("{} {}", e.operation, e.id);
 }
 
-std::string list(const std::vector<const ledger_record*>& entries) {
+std::string list(const std::vector<const ledger_entry*>& entries) {
   std::string out;
   for (const auto* e : entries)
     out += (out.empty() ? "" : ", ") + describe(*e);
@@ -47,9 +50,9 @@ bool is_compensated_state(order_status s) {
 
 class order_checker {
 public:
-  order_checker(const audited_order& o, std::vector<const ledger_record*> entries,
+  order_checker(const audited_order& o, std::vector<const ledger_entry*> entries,
                 std::vector<consistency_violation>& out)
-      : order_(o), status_(to_string(o.status)), entries_(std::move(entries)), out_(out) {
+      : order_(o), status_(domain::to_string(o.status)), entries_(std::move(entries)), out_(out) {
     std::sort(entries_.begin(), entries_.end(),
               [](auto* a, auto* b) { return a->applied_seq < b->applied_seq; });
   }
@@ -69,7 +72,7 @@ private:
   // the work twice. Required steps of a successful order are reported by check_succeeded, which
   // also sees two different operations of one step (a domestic and an international shipment).
   void check_duplicates() {
-    std::map<std::pair<std::string, std::string>, std::vector<const ledger_record*>> groups;
+    std::map<std::pair<std::string, std::string>, std::vector<const ledger_entry*>> groups;
     for (const auto* e : entries_)
       groups[{e->operation, e->notification_type.value_or("")}].push_back(e);
     for (const auto& [key, group] : groups) {
@@ -93,7 +96,7 @@ private:
 
   void check_succeeded() {
     for (const auto& step : required_steps()) {
-      std::vector<const ledger_record*> found;
+      std::vector<const ledger_entry*> found;
       for (const auto* e : entries_)
         if (std::find(step.kinds.begin(), step.kinds.end(), e->kind) != step.kinds.end())
           found.push_back(e);
@@ -110,7 +113,7 @@ private:
   }
 
   void check_compensated() {
-    std::vector<const ledger_record*> reverted;
+    std::vector<const ledger_entry*> reverted;
     for (const auto* e : entries_) {
       if (!is_revertible_kind(e->kind))
         continue;
@@ -139,20 +142,15 @@ private:
 
   const audited_order& order_;
   std::string status_;
-  std::vector<const ledger_record*> entries_;
+  std::vector<const ledger_entry*> entries_;
   std::vector<consistency_violation>& out_;
 };
 
 } // namespace
 
-bool is_revertible_kind(const std::string& kind) {
-  return kind == "reservation" || kind == "shipment" || kind == "charge" ||
-         kind == "highValueProcessing";
-}
-
 consistency_report check_consistency(const std::vector<audited_order>& orders,
                                      const ledger_snapshot& ledger) {
-  std::unordered_map<std::string, std::vector<const ledger_record*>> by_aggregate;
+  std::unordered_map<std::string, std::vector<const ledger_entry*>> by_aggregate;
   for (const auto& e : ledger.entries)
     by_aggregate[e.aggregate_id].push_back(&e);
 
@@ -170,11 +168,11 @@ consistency_report check_consistency(const std::vector<audited_order>& orders,
     }
     ++report.checked;
     auto it = by_aggregate.find(std::to_string(o->id));
-    order_checker(*o, it == by_aggregate.end() ? std::vector<const ledger_record*>{} : it->second,
+    order_checker(*o, it == by_aggregate.end() ? std::vector<const ledger_entry*>{} : it->second,
                   report.violations)
         .check();
   }
   return report;
 }
 
-} // namespace outboxd::domain
+} // namespace outboxd::simulator

@@ -1,19 +1,19 @@
-// Knob validation. The messages are the loader's (same wording for a file, an environment
-// variable or the HTTP API), so the small JSON helpers below mirror loader.cpp's.
-#include "conf/knobs.hpp"
+// Knob validation. The messages read like the loader's (same wording for a file, an environment
+// variable or the HTTP API) because both use conf/json_values.
+#include "simulator/knobs.hpp"
+
+#include "conf/json_values.hpp"
 
 #include <algorithm>
-#include <cctype>
-#include <cmath>
 #include <fmt/format.h>
 #include <limits>
 #include <optional>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
-namespace outboxd::conf {
+namespace outboxd::simulator {
 namespace {
 
+using conf::integer_of;
+using conf::show;
 using rapidjson::Value;
 
 constexpr std::int64_t latency_limit_ms = 60000;
@@ -22,74 +22,6 @@ constexpr std::int64_t int_max = std::numeric_limits<int>::max();
 
 std::string_view string_of(const Value& v) {
   return {v.GetString(), v.GetStringLength()};
-}
-
-// A value as it appears in messages: JSON text, cut short so one bad value cannot flood a log.
-std::string show(const Value& v) {
-  rapidjson::StringBuffer buffer;
-  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
-  v.Accept(writer);
-  std::string text(buffer.GetString(), buffer.GetSize());
-  constexpr std::size_t limit = 80;
-  if (text.size() > limit)
-    text = text.substr(0, limit) + "...";
-  return text;
-}
-
-// JSON integers and integral doubles (3.0, 1e3); huge values are clamped so the range check
-// rejects them with the original text in the message.
-std::optional<std::int64_t> integer_of(const Value& v) {
-  if (v.IsInt64())
-    return v.GetInt64();
-  if (v.IsUint64())
-    return std::numeric_limits<std::int64_t>::max();
-  if (v.IsDouble()) {
-    double d = v.GetDouble();
-    if (!std::isfinite(d) || d != std::trunc(d))
-      return std::nullopt;
-    if (d >= 9.2e18)
-      return std::numeric_limits<std::int64_t>::max();
-    if (d <= -9.2e18)
-      return std::numeric_limits<std::int64_t>::min();
-    return static_cast<std::int64_t>(d);
-  }
-  return std::nullopt;
-}
-
-std::string lowercase(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j)
-    row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string suggestion(std::string_view wrong) {
-  std::string_view best;
-  std::size_t best_distance = 3;
-  for (auto field : knob_fields) {
-    auto d = edit_distance(lowercase(wrong), lowercase(field));
-    if (d < best_distance) {
-      best = field;
-      best_distance = d;
-    }
-  }
-  return best.empty() ? std::string() : fmt::format(" (did you mean {}?)", best);
 }
 
 class knob_reader {
@@ -138,7 +70,8 @@ public:
     for (const auto& m : patch_.GetObject()) {
       auto name = string_of(m.name);
       if (std::find(knob_fields.begin(), knob_fields.end(), name) == knob_fields.end())
-        fail(fmt::format("unknown key {}{}", path(name), suggestion(name)));
+        fail(fmt::format("unknown key {}{}", path(name),
+                         conf::suggestion(name, {knob_fields.begin(), knob_fields.end()})));
     }
   }
 
@@ -161,7 +94,7 @@ std::string known_knob_names() {
   return out;
 }
 
-std::vector<std::string> apply_knob_patch(const rapidjson::Value& patch, simulator_knobs& knobs,
+std::vector<std::string> apply_knob_patch(const rapidjson::Value& patch, service_knobs& knobs,
                                           const std::string& key_path) {
   std::vector<std::string> errors;
   if (!patch.IsObject()) {
@@ -208,4 +141,4 @@ std::vector<std::string> apply_knob_patch(const rapidjson::Value& patch, simulat
   return errors;
 }
 
-} // namespace outboxd::conf
+} // namespace outboxd::simulator

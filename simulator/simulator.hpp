@@ -1,6 +1,7 @@
-// The simulated external services (SPEC section 8): inventory, fraud check, domestic and
-// international shipping, billing, high-value processing and notifications, with the reference's
-// routes and response shapes, run-time fault knobs, Idempotency-Key, and the side-effect ledger.
+// The simulated external services: inventory, fraud check, domestic and international shipping,
+// billing, high-value processing and notifications, with the reference's routes and response
+// shapes (table: simulator/endpoints.cpp, bodies: simulator/responses.json), run-time fault
+// knobs, Idempotency-Key, and the side-effect ledger.
 //
 // Routes (every forward endpoint also has deterministic `/succeed` and `/fail` siblings that
 // ignore the knobs; revert siblings are `.../release|refund|cancel/succeed|fail`):
@@ -34,6 +35,7 @@
 #pragma once
 
 #include "conf/settings.hpp"
+#include "simulator/ledger_entry.hpp"
 
 #include <memory>
 #include <optional>
@@ -43,7 +45,7 @@ namespace httplib {
 class Server;
 }
 
-namespace outboxd::http {
+namespace outboxd::simulator {
 
 class simulator {
 public:
@@ -60,8 +62,11 @@ public:
   void install(httplib::Server& server, const std::string& admin_token);
 
   /// The ledger JSON of GET /api/simulator/ledger, for every aggregate or one (format in
-  /// http/simulator_ledger.hpp).
+  /// simulator/ledger_entry.hpp).
   std::string ledger_json(const std::optional<std::string>& aggregate_id) const;
+
+  /// The ledger's entries and start time, for the in-process consistency check.
+  ledger_snapshot ledger() const;
 
   /// The knob configuration JSON of GET /api/simulator/config.
   std::string config_json() const;
@@ -79,4 +84,4 @@ private:
   std::unique_ptr<impl> impl_;
 };
 
-} // namespace outboxd::http
+} // namespace outboxd::simulator

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace outboxd::http {
+namespace outboxd::simulator {
 
 /// A response as it was sent, kept for replays.
 struct stored_response {
@@ -88,4 +88,4 @@ private:
   std::uint64_t next_token_ = 0;
 };
 
-} // namespace outboxd::http
+} // namespace outboxd::simulator

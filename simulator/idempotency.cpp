@@ -1,7 +1,7 @@
 // Claims, replays and FIFO eviction of Idempotency-Keys.
-#include "http/simulator_idempotency.hpp"
+#include "simulator/idempotency.hpp"
 
-namespace outboxd::http {
+namespace outboxd::simulator {
 namespace {
 
 std::string map_key(const std::string& scope, const std::string& key) {
@@ -111,4 +111,4 @@ std::size_t idempotency_store::bytes() const {
   return done_bytes_;
 }
 
-} // namespace outboxd::http
+} // namespace outboxd::simulator

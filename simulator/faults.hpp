@@ -14,13 +14,13 @@
 #include <string_view>
 #include <vector>
 
-namespace outboxd::http {
+namespace outboxd::simulator {
 
 /// What one call of a knob-driven endpoint does.
 struct fault_decision {
-  bool fail = false;                  // answer with failure_status instead of applying
-  int status = 503;                   // the failure status
-  conf::retry_after_knob retry_after; // sent as Retry-After on a failure
+  bool fail = false;            // answer with failure_status instead of applying
+  int status = 503;             // the failure status
+  retry_after_knob retry_after; // sent as Retry-After on a failure
   std::chrono::milliseconds latency{0};
   std::chrono::milliseconds late{0}; // > 0: apply, then answer this much later
 };
@@ -33,7 +33,7 @@ public:
   /// returns to exactly this state.
   explicit fault_injector(const conf::simulator_settings& settings);
 
-  /// Draws the decision for one call of `knob` (one of conf::knob_names). `failNext` > 0 fails
+  /// Draws the decision for one call of `knob` (one of knob_names). `failNext` > 0 fails
   /// the call and counts down; otherwise the call fails with probability failureRate. A call
   /// that does not fail is late with probability lateRate. Latency is uniform in [min, max].
   fault_decision decide(std::string_view knob);
@@ -51,21 +51,21 @@ public:
 
   /// `{"seed": 42, "services": {"inventory.reserve": {"failureRate": 0.05, "failureStatus": 503,
   /// "retryAfter": 4, "latencyMs": [0, 0], "lateRate": 0.0, "lateMs": 0, "failNext": 0}, ...}}`
-  /// with every knob, in conf::knob_names order.
+  /// with every knob, in knob_names order.
   std::string config_json() const;
 
-  conf::simulator_knobs knobs(std::string_view knob) const;
+  service_knobs knobs(std::string_view knob) const;
   std::uint64_t seed() const;
 
 private:
   double uniform();
 
   mutable std::mutex mutex_;
-  std::map<std::string, conf::simulator_knobs, std::less<>> initial_;
+  std::map<std::string, service_knobs, std::less<>> initial_;
   std::uint64_t initial_seed_;
-  std::map<std::string, conf::simulator_knobs, std::less<>> knobs_;
+  std::map<std::string, service_knobs, std::less<>> knobs_;
   std::uint64_t seed_;
   std::mt19937_64 rng_;
 };
 
-} // namespace outboxd::http
+} // namespace outboxd::simulator

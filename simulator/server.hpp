@@ -4,7 +4,7 @@
 
 #include "conf/settings.hpp"
 #include "http/listener.hpp"
-#include "http/simulator.hpp"
+#include "simulator/simulator.hpp"
 
 #include <memory>
 #include <string>
@@ -14,17 +14,16 @@ namespace httplib {
 class Server;
 }
 
-namespace outboxd::http {
+namespace outboxd::simulator {
 
-class simulator_server {
+class server {
 public:
   /// `sim` must outlive the server. Threads, timeouts and body limit come from `settings`; the
   /// port given to bind() wins over settings.port.
-  simulator_server(const conf::server_settings& settings, simulator& sim,
-                   const std::string& admin_token);
-  ~simulator_server();
-  simulator_server(const simulator_server&) = delete;
-  simulator_server& operator=(const simulator_server&) = delete;
+  server(const conf::server_settings& settings, simulator& sim, const std::string& admin_token);
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
 
   /// Binds settings.host:port (0 picks a free port) and returns the port; throws
   /// std::runtime_error naming the address when it cannot be bound (in use, not available).
@@ -37,7 +36,7 @@ public:
 
 private:
   simulator& sim_;
-  listener listener_;
+  http::listener listener_;
 };
 
-} // namespace outboxd::http
+} // namespace outboxd::simulator

@@ -1,24 +1,11 @@
 // The simulator's ledger of side effects: what the simulated outside world did for each aggregate
 // (reservations, fraud checks, shipments, charges, high-value processings, notifications), its
-// state, and duplicates. It is what GET /api/admin/consistency compares orders with.
-//
-// GET /api/simulator/ledger[?aggregateId=] answers:
-//   {"startedAt": "2026-01-01T12:00:00.000Z", "startedAtMs": 1767268800000,
-//    "entries": [{"id": "RES-42-1767268800123-7", "aggregateId": "42",
-//                 "operation": "inventory.reserve", "kind": "reservation",
-//                 "notificationType": null, "idempotencyKey": "17:inventory",
-//                 "revertible": true, "applied": 1, "revertRequests": 0, "state": "active",
-//                 "appliedAt": "...", "appliedAtMs": 1767268800123, "appliedSeq": 1,
-//                 "revertedAt": null, "revertedAtMs": null, "revertedSeq": null}, ...],
-//    "duplicates": [{"aggregateId": "42", "operation": "inventory.reserve",
-//                    "notificationType": null, "count": 2, "ids": [...],
-//                    "idempotencyKeys": [...]}]}
-// Entries are in order of application. `applied` is always 1: every application issues a new id,
-// so applying twice shows up as two entries and one duplicates group. `revertRequests` counts
-// revert calls for the id that were not idempotent replays; `state` becomes "reverted" on the
-// first. `appliedSeq`/`revertedSeq` come from one counter, so they order applies and reverts
-// even within one millisecond. The ledger grows for the simulator's lifetime; reset clears it.
+// state, and duplicates. It is what GET /api/admin/consistency compares orders with. The entry
+// type and the JSON of GET /api/simulator/ledger are in simulator/ledger_entry.hpp. The ledger
+// grows for the simulator's lifetime; reset clears it.
 #pragma once
+
+#include "simulator/ledger_entry.hpp"
 
 #include <cstdint>
 #include <mutex>
@@ -28,25 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace outboxd::http {
-
-/// One side effect.
-struct ledger_entry {
-  std::string id;
-  std::string aggregate_id;
-  std::string operation; // the forward knob, e.g. "billing.charge"
-  std::string kind;      // reservation, fraudCheck, shipment, charge, highValueProcessing,
-                         // notification
-  std::optional<std::string> notification_type; // shipping_confirmation, review_request,
-                                                // status_update
-  std::optional<std::string> idempotency_key;
-  int revert_requests = 0;
-  bool reverted = false;
-  std::int64_t applied_at_ms = 0;
-  std::int64_t applied_seq = 0;
-  std::optional<std::int64_t> reverted_at_ms;
-  std::optional<std::int64_t> reverted_seq;
-};
+namespace outboxd::simulator {
 
 /// What a side effect is, before the ledger gives it an id.
 struct side_effect {
@@ -85,8 +54,11 @@ public:
   /// "<prefix>-<middle>-<ms>-<serial>" for ids that are not ledger entries (refund ids).
   std::string make_id(std::string_view prefix, std::string_view middle);
 
-  /// The JSON described above, all aggregates or one.
+  /// The ledger JSON (simulator/ledger_entry.hpp), all aggregates or one.
   std::string json(const std::optional<std::string>& aggregate_id) const;
+
+  /// The entries and the start time, taken together.
+  ledger_snapshot snapshot() const;
 
   /// Forgets every entry and restarts the ledger clock (startedAt = now).
   void reset();
@@ -109,7 +81,4 @@ private:
 /// Milliseconds since the Unix epoch, from the system clock.
 std::int64_t now_ms();
 
-/// "2026-01-01T12:00:00.123Z".
-std::string iso_time(std::int64_t ms);
-
-} // namespace outboxd::http
+} // namespace outboxd::simulator

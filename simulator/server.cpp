@@ -1,12 +1,12 @@
 // The standalone simulator's server: the shared listener with the simulator routes and /healthz.
-#include "http/simulator_server.hpp"
+#include "simulator/server.hpp"
 
 #include <httplib.h>
 
-namespace outboxd::http {
+namespace outboxd::simulator {
 
-simulator_server::simulator_server(const conf::server_settings& settings, simulator& sim,
-                                   const std::string& admin_token)
+server::server(const conf::server_settings& settings, simulator& sim,
+               const std::string& admin_token)
     : sim_(sim), listener_(settings, "simulator") {
   listener_.native().Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
@@ -14,21 +14,21 @@ simulator_server::simulator_server(const conf::server_settings& settings, simula
   sim_.install(listener_.native(), admin_token);
 }
 
-simulator_server::~simulator_server() {
+server::~server() {
   stop();
 }
 
-int simulator_server::bind(int port) {
+int server::bind(int port) {
   return listener_.bind(port);
 }
 
-void simulator_server::start() {
+void server::start() {
   listener_.start();
 }
 
-void simulator_server::stop() {
+void server::stop() {
   sim_.stop();
   listener_.stop();
 }
 
-} // namespace outboxd::http
+} // namespace outboxd::simulator

@@ -1,0 +1,99 @@
+// The consistency route and the remote ledger client.
+#include "simulator/consistency_route.hpp"
+
+#include "http/errors.hpp"
+#include "http/json.hpp"
+#include "log/log.hpp"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+namespace outboxd::simulator {
+namespace {
+
+constexpr const char* ledger_path = "/api/simulator/ledger";
+
+} // namespace
+
+std::string consistency_json(const consistency_report& report) {
+  http::json_writer w;
+  w.start_object();
+  w.field("checked", report.checked);
+  w.field("unchecked", report.unchecked);
+  w.key("violations");
+  w.start_array();
+  for (const auto& v : report.violations) {
+    w.start_object();
+    w.field("orderId", v.order_id);
+    w.field("problem", v.problem);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  return w.str();
+}
+
+void install_consistency_route(httplib::Server& server, domain::order_audit_source& orders,
+                               ledger_source read_ledger) {
+  server.Get("/api/admin/consistency", [&orders, read = std::move(read_ledger)](
+                                           const httplib::Request&, httplib::Response& res) {
+    auto audited = orders.audited_orders();
+    auto report = check_consistency(audited, read());
+    if (!report.violations.empty())
+      log::warn("consistency", "{} of {} checked orders violate invariant 3; first: order {}: {}",
+                report.violations.size(), report.checked, report.violations.front().order_id,
+                report.violations.front().problem);
+    res.set_content(consistency_json(report), "application/json");
+  });
+}
+
+ledger_source ledger_from_json(std::function<std::string()> fetch_json) {
+  return [fetch = std::move(fetch_json)] {
+    auto ledger = parse_ledger_json(fetch());
+    if (!ledger)
+      throw http::api_error(
+          http::error_kind::unavailable,
+          fmt::format("the simulator ledger cannot be read: {}", ledger.err().message));
+    return std::move(ledger.value());
+  };
+}
+
+ledger_source remote_ledger(const std::string& base_url) {
+  std::string base = base_url;
+  while (!base.empty() && base.back() == '/')
+    base.pop_back();
+  // httplib::Client takes scheme://host:port only; a path prefix goes in front of the route.
+  auto scheme_end = base.find("://");
+  auto path_start =
+      scheme_end == std::string::npos ? std::string::npos : base.find('/', scheme_end + 3);
+  std::string origin = base.substr(0, path_start);
+  std::string path =
+      (path_start == std::string::npos ? std::string() : base.substr(path_start)) + ledger_path;
+  return ledger_from_json([origin, path, url = base + ledger_path]() -> std::string {
+    auto unavailable = [&](const std::string& why) {
+      return http::api_error(
+          http::error_kind::unavailable,
+          fmt::format("the simulator ledger at {} is unavailable: {}", url, why));
+    };
+    std::unique_ptr<httplib::Client> client;
+    try {
+      client = std::make_unique<httplib::Client>(origin);
+    } catch (const std::exception& e) {
+      throw unavailable(e.what());
+    }
+    if (!client->is_valid())
+      throw unavailable("the URL is not usable");
+    client->set_tcp_nodelay(true);
+    client->set_connection_timeout(2, 0);
+    client->set_read_timeout(10, 0);
+    client->set_write_timeout(2, 0);
+    auto r = client->Get(path.c_str());
+    if (!r)
+      throw unavailable(httplib::to_string(r.error()));
+    if (r->status != 200)
+      throw unavailable(fmt::format("it answered HTTP {}", r->status));
+    return r->body;
+  });
+}
+
+} // namespace outboxd::simulator

@@ -1,0 +1,439 @@
+// Simulator routes: request validation and the call pipeline (fault decision -> Idempotency-Key
+// -> latency -> failure or apply -> ledger -> late answer) over the endpoint table.
+#include "simulator/simulator.hpp"
+
+#include "http/auth.hpp"
+#include "http/errors.hpp"
+#include "http/json.hpp"
+#include "log/log.hpp"
+#include "simulator/body_template.hpp"
+#include "simulator/endpoints.hpp"
+#include "simulator/faults.hpp"
+#include "simulator/idempotency.hpp"
+#include "simulator/ledger.hpp"
+
+#include <condition_variable>
+#include <fmt/format.h>
+#include <functional>
+#include <httplib.h>
+#include <mutex>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace outboxd::simulator {
+namespace {
+
+using rapidjson::Value;
+
+constexpr const char* json_type = "application/json";
+constexpr std::size_t max_idempotency_key = 255;
+
+/// One incoming call: the request, and what validation made of it.
+struct call {
+  const httplib::Request& req;
+  call_view view;
+  std::optional<std::string> key; // Idempotency-Key
+  std::optional<rapidjson::Document> body;
+};
+
+/// What an applied call answers, and a few words for the log.
+struct applied {
+  stored_response response;
+  std::string note;
+};
+
+/// 400 when the body is not JSON (415 for another content type), 422 naming each wrong field.
+void validate(call& c, const endpoint& ep) {
+  if (!ep.needs_body)
+    return;
+  c.body = http::parse_json_body(c.req, true);
+  if (!c.body->IsObject())
+    throw http::api_error(http::error_kind::validation_failed,
+                          fmt::format("request body must be a JSON object, got {}", show(*c.body)),
+                          {{"", "must be a JSON object"}});
+  c.view.body = &*c.body;
+  auto errors = check_fields(c.view, ep.fields);
+  if (!errors.empty())
+    throw http::validation_error(errors);
+}
+
+std::optional<std::string> idempotency_key(const httplib::Request& req) {
+  if (!req.has_header("Idempotency-Key"))
+    return std::nullopt;
+  auto key = req.get_header_value("Idempotency-Key");
+  bool printable = !key.empty() && key.size() <= max_idempotency_key;
+  for (unsigned char ch : key)
+    printable = printable && ch >= 0x21 && ch <= 0x7E;
+  if (!printable)
+    throw http::api_error(http::error_kind::validation_failed,
+                          fmt::format("Idempotency-Key must be 1 to {} printable ASCII characters "
+                                      "without spaces",
+                                      max_idempotency_key),
+                          {{"Idempotency-Key", "must be 1 to 255 printable ASCII characters"}});
+  return key;
+}
+
+/// What identifies "the same request" for a key: the path (which carries a revert's id) and the
+/// body, whitespace aside.
+std::uint64_t fingerprint(const call& c) {
+  std::string text = c.req.path + '\n';
+  if (c.body) {
+    rapidjson::StringBuffer buffer;
+    rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+    c.body->Accept(writer);
+    text.append(buffer.GetString(), buffer.GetSize());
+  } else {
+    text += c.req.body;
+  }
+  return std::hash<std::string>{}(text);
+}
+
+/// The failure body of `ep` for this call; the status is the caller's.
+stored_response failure_response(const endpoint& ep, const call& c, int status,
+                                 const retry_after_knob& ra) {
+  body_values values;
+  values.set("aggregate", c.view.aggregate);
+  values.set("now", now_ms());
+  if (c.view.how == mode::knobs && ep.is_revert())
+    values.set("pathId", c.view.id);
+  stored_response r{status, {}, {}};
+  if (const auto* seconds = std::get_if<std::int64_t>(&ra)) {
+    values.set("retryAfter", *seconds);
+    r.headers.emplace_back("Retry-After", std::to_string(*seconds));
+  } else if (const auto* date = std::get_if<std::string>(&ra)) {
+    values.set("retryAfter", *date);
+    r.headers.emplace_back("Retry-After", *date);
+  }
+  r.body = reference_bodies().render(failure_template(ep.knob, c.view.how), values);
+  return r;
+}
+
+void send(httplib::Response& res, const stored_response& r) {
+  res.status = r.status;
+  for (const auto& [name, value] : r.headers)
+    res.set_header(name.c_str(), value);
+  res.set_content(r.body, json_type);
+}
+
+/// Abandons an owned Idempotency-Key claim unless the call completed it, so that a failure or
+/// an exception (a 404 revert, a bug) leaves the key free for a retry.
+class claim_guard {
+public:
+  claim_guard(idempotency_store& store, std::string scope, std::string key, std::uint64_t token)
+      : store_(store), scope_(std::move(scope)), key_(std::move(key)), token_(token) {}
+  ~claim_guard() {
+    if (!completed_)
+      store_.abandon(scope_, key_, token_);
+  }
+  claim_guard(const claim_guard&) = delete;
+  claim_guard& operator=(const claim_guard&) = delete;
+
+  void complete(const stored_response& r) {
+    store_.complete(scope_, key_, token_, r);
+    completed_ = true;
+  }
+
+private:
+  idempotency_store& store_;
+  std::string scope_;
+  std::string key_;
+  std::uint64_t token_;
+  bool completed_ = false;
+};
+
+/// The field a 422 detail names, taken from a knob validation message ("services.x.y must ...",
+/// "unknown key services.x.z ...").
+std::string field_of(const std::string& message) {
+  std::string_view m(message);
+  for (std::string_view prefix : {"unknown key ", "unknown service "})
+    if (m.rfind(prefix, 0) == 0)
+      m.remove_prefix(prefix.size());
+  return std::string(m.substr(0, m.find(' ')));
+}
+
+} // namespace
+
+struct simulator::impl {
+  explicit impl(const conf::simulator_settings& settings) : faults(settings) {}
+
+  fault_injector faults;
+  idempotency_store keys;
+  side_effect_ledger ledger;
+
+  std::mutex sleep_mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+
+  void sleep(std::chrono::milliseconds d) {
+    if (d.count() <= 0)
+      return;
+    std::unique_lock lock(sleep_mutex);
+    wake.wait_for(lock, d, [&] { return stopping; });
+  }
+
+  void log_call(const call& c, int status, std::string_view note) {
+    log::debug("simulator", "{} {} aggregate {} key {} -> {} {}", c.req.method, c.req.path,
+               c.view.aggregate, c.key.value_or("-"), status, note);
+  }
+
+  void handle(const endpoint& ep, mode how, const httplib::Request& req, httplib::Response& res) {
+    call c{req, {}, {}, {}};
+    c.view.how = how;
+    auto aggregate =
+        req.get_header_value(ep.is_revert() ? "X-Revert-Aggregate-Id" : "X-Aggregate-Id");
+    c.view.aggregate = aggregate.empty() ? "unknown" : aggregate;
+    if (ep.is_revert() && req.matches.size() > 1)
+      c.view.id = req.matches[1].str();
+    c.key = idempotency_key(req);
+    validate(c, ep);
+
+    if (how == mode::fail) {
+      retry_after_knob ra;
+      if (ep.fail_retry_after)
+        ra = std::int64_t{*ep.fail_retry_after};
+      auto r = failure_response(ep, c, ep.fail_status, ra);
+      send(res, r);
+      log_call(c, r.status, "deterministic failure");
+      return;
+    }
+
+    fault_decision d;
+    if (how == mode::knobs)
+      d = faults.decide(ep.knob);
+    std::optional<claim_guard> guard;
+    std::optional<stored_response> replay;
+    if (c.key) {
+      auto claim = keys.begin(std::string(ep.knob), *c.key, fingerprint(c));
+      switch (claim.what) {
+      case idempotency_claim::kind::conflict:
+        throw http::api_error(http::error_kind::idempotency_key_reused,
+                              fmt::format("Idempotency-Key '{}' was already used for a different "
+                                          "{} request",
+                                          *c.key, ep.knob));
+      case idempotency_claim::kind::replay:
+        replay = std::move(claim.response);
+        break;
+      case idempotency_claim::kind::owner:
+        guard.emplace(keys, std::string(ep.knob), *c.key, claim.token);
+        break;
+      }
+    }
+
+    sleep(d.latency);
+    // Transient failures (5xx, 429) happen in front of the key store, replays included; a
+    // refusal (other 4xx) never contradicts a result the service already gave for the key.
+    bool transient = d.status >= 500 || d.status == 429;
+    if (d.fail && (!replay || transient)) {
+      auto r = failure_response(ep, c, d.status, d.retry_after);
+      send(res, r);
+      log_call(c, r.status, "injected failure");
+      return;
+    }
+    if (replay) {
+      send(res, *replay);
+      res.set_header("Idempotent-Replayed", "true");
+      log_call(c, replay->status, "replayed");
+      return;
+    }
+    auto result = apply(ep, c);
+    if (guard)
+      guard->complete(result.response);
+    if (d.late.count() > 0) {
+      log_call(c, result.response.status,
+               fmt::format("{}, answering {}ms late", result.note, d.late.count()));
+      sleep(d.late);
+    } else {
+      log_call(c, result.response.status, result.note);
+    }
+    send(res, result.response);
+  }
+
+  // --- applying a call ------------------------------------------------------------------------
+
+  /// Records the side effect of a forward call, or reverts the path's id of a revert call, then
+  /// renders the endpoint's reference body.
+  applied apply(const endpoint& ep, const call& c) {
+    body_values values;
+    values.set("aggregate", c.view.aggregate);
+    std::string note;
+    if (ep.applies) {
+      const auto& a = *ep.applies;
+      std::optional<std::string> type;
+      if (a.notification_type)
+        type = std::string(*a.notification_type);
+      auto e = ledger.apply({c.view.aggregate, std::string(ep.knob), std::string(a.kind),
+                             std::string(a.id_prefix), std::move(type), c.key});
+      values.set("id", e.id);
+      values.set("now", e.applied_at_ms);
+      note = "applied " + e.id;
+    } else {
+      auto [id, revert_note] = revert(c.view, *ep.reverts);
+      values.set("id", id);
+      values.set("now", now_ms());
+      note = std::move(revert_note);
+    }
+    if (ep.fill) {
+      call_services services{[this](std::uint64_t bound) { return faults.draw(bound); },
+                             [this](std::string_view prefix, std::string_view middle) {
+                               return ledger.make_id(prefix, middle);
+                             }};
+      note += ep.fill(c.view, values, services);
+    }
+    return {{200, reference_bodies().render(ep.body, values), {}}, std::move(note)};
+  }
+
+  /// Reverts the path's id (or, for a /succeed sibling, the aggregate's newest active entry) of
+  /// the forward operation; returns the id to answer with and a note. Unknown ids are a 404.
+  std::pair<std::string, std::string> revert(const call_view& c, const revert_effect& r) {
+    if (c.how == mode::succeed) {
+      auto latest = ledger.revert_latest(r.forward, c.aggregate);
+      if (latest.what == revert_result::kind::not_found)
+        return {fmt::format("{}-{}-TEST", r.id_prefix, c.aggregate), "nothing active to revert"};
+      return {latest.entry.id, "reverted " + latest.entry.id};
+    }
+    auto result = ledger.revert(r.forward, c.id);
+    if (result.what == revert_result::kind::not_found)
+      throw http::api_error(
+          http::error_kind::not_found,
+          fmt::format("{} '{}' not found: {} never issued it", r.what, c.id, r.forward));
+    if (result.what == revert_result::kind::already_reverted)
+      return {result.entry.id, fmt::format("{} was already reverted ({} revert requests)",
+                                           result.entry.id, result.entry.revert_requests)};
+    return {result.entry.id, "reverted " + result.entry.id};
+  }
+
+  // --- routes ---------------------------------------------------------------------------------
+
+  using handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+  handler bind(const endpoint* ep, mode how) {
+    return [this, ep, how](const httplib::Request& req, httplib::Response& res) {
+      handle(*ep, how, req, res);
+    };
+  }
+
+  /// POST `path` and its /succeed and /fail siblings. The literal siblings are registered first
+  /// (httplib takes the first matching route).
+  void add_forward(httplib::Server& s, const endpoint& ep) {
+    std::string path(ep.path);
+    s.Post(path + "/succeed", bind(&ep, mode::succeed));
+    s.Post(path + "/fail", bind(&ep, mode::fail));
+    s.Post(path, bind(&ep, mode::knobs));
+  }
+
+  /// `<base>/{id}/<verb>` and the literal `<base>/<verb>/succeed|fail` siblings.
+  void add_revert(httplib::Server& s, const endpoint& ep) {
+    std::string base(ep.path);
+    std::string verb(ep.revert_verb);
+    auto add = [&](const std::string& pattern, mode how) {
+      if (ep.method == http_method::del)
+        s.Delete(pattern, bind(&ep, how));
+      else
+        s.Post(pattern, bind(&ep, how));
+    };
+    add(base + "/" + verb + "/succeed", mode::succeed);
+    add(base + "/" + verb + "/fail", mode::fail);
+    add(base + "/([^/]+)/" + verb, mode::knobs);
+  }
+
+  void install(httplib::Server& s, const std::string& admin_token) {
+    for (const auto& ep : endpoints()) {
+      if (ep.is_revert())
+        add_revert(s, ep);
+      else
+        add_forward(s, ep);
+    }
+    install_admin(s, admin_token);
+  }
+
+  void install_admin(httplib::Server& s, const std::string& admin_token) {
+    s.Get("/api/simulator/config", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(faults.config_json(), json_type);
+    });
+    s.Put("/api/simulator/config",
+          [this, admin_token](const httplib::Request& req, httplib::Response& res) {
+            http::require_admin(req, admin_token);
+            auto body = http::parse_json_body(req, true);
+            auto problems = faults.apply_patch(*body);
+            if (!problems.empty()) {
+              domain::field_errors details;
+              std::string message;
+              for (const auto& p : problems) {
+                details.push_back({field_of(p), p});
+                message += (message.empty() ? "" : "; ") + p;
+              }
+              throw http::api_error(http::error_kind::validation_failed, message, details);
+            }
+            rapidjson::StringBuffer compact;
+            rapidjson::Writer<rapidjson::StringBuffer> writer(compact);
+            body->Accept(writer);
+            log::info("simulator", "knobs changed: {}",
+                      std::string_view(compact.GetString(), compact.GetSize()).substr(0, 1000));
+            res.set_content(faults.config_json(), json_type);
+          });
+    s.Post("/api/simulator/reset",
+           [this, admin_token](const httplib::Request& req, httplib::Response& res) {
+             http::require_admin(req, admin_token);
+             reset();
+             http::json_writer w;
+             w.start_object();
+             w.field("status", "reset");
+             auto started = ledger.started_at_ms();
+             w.field("startedAt", iso_time(started));
+             w.field("startedAtMs", started);
+             w.end_object();
+             res.set_content(w.str(), json_type);
+           });
+    s.Get("/api/simulator/ledger", [this](const httplib::Request& req, httplib::Response& res) {
+      std::optional<std::string> aggregate;
+      if (req.has_param("aggregateId"))
+        aggregate = req.get_param_value("aggregateId");
+      res.set_content(ledger.json(aggregate), json_type);
+    });
+  }
+
+  void reset() {
+    faults.reset();
+    keys.clear();
+    ledger.reset();
+    log::info("simulator",
+              "reset: initial knobs and seed {}, empty ledger and Idempotency-Key "
+              "store",
+              faults.seed());
+  }
+};
+
+simulator::simulator(const conf::simulator_settings& settings)
+    : impl_(std::make_unique<impl>(settings)) {}
+
+simulator::~simulator() = default;
+
+void simulator::install(httplib::Server& server, const std::string& admin_token) {
+  impl_->install(server, admin_token);
+}
+
+std::string simulator::ledger_json(const std::optional<std::string>& aggregate_id) const {
+  return impl_->ledger.json(aggregate_id);
+}
+
+ledger_snapshot simulator::ledger() const {
+  return impl_->ledger.snapshot();
+}
+
+std::string simulator::config_json() const {
+  return impl_->faults.config_json();
+}
+
+void simulator::reset() {
+  impl_->reset();
+}
+
+void simulator::stop() {
+  {
+    std::lock_guard lock(impl_->sleep_mutex);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+}
+
+} // namespace outboxd::simulator

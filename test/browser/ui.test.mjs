@@ -55,9 +55,9 @@ await run('ui', async ({ step, open, seen }) => {
   await step('the failed order shows reverted steps and the LIFO revert row', async () => {
     const c = card(failedOrder.id);
     check(await badge(failedOrder.id).textContent() === 'FAILED', 'the failed order has no FAILED badge');
-    const steps = await c.locator('.forward .node').evaluateAll((nodes) => nodes.map((n) => n.dataset.step));
-    check(JSON.stringify(steps) === JSON.stringify(['order', 'outbox', 'inventory', 'fraudCheck', 'shipping', 'billing']),
-      `forward steps are not the shipped fan-out: ${JSON.stringify(steps)}`);
+    const forward = await c.locator('.forward .node').evaluateAll((nodes) => nodes.map((n) => n.dataset.step));
+    check(JSON.stringify(forward) === JSON.stringify(['order', 'outbox', 'inventory', 'fraudCheck', 'shipping', 'billing']),
+      `forward steps are not the shipped fan-out: ${JSON.stringify(forward)}`);
     const stateOf = (step) => c.locator(`.forward .node[data-step="${step}"]`).getAttribute('data-state');
     check(await stateOf('inventory') === 'reverted', `inventory is ${await stateOf('inventory')}`);
     check(await stateOf('fraudCheck') === 'success', `fraudCheck is ${await stateOf('fraudCheck')}`);

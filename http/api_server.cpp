@@ -9,6 +9,7 @@
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -168,6 +169,22 @@ std::string page_json(std::string_view key, const std::vector<Row>& rows, int li
   return w.str();
 }
 
+/// A status check for parse_page: the status is one of `known`.
+auto one_of(std::initializer_list<std::string_view> known) {
+  return [known](const std::string& s) {
+    return std::find(known.begin(), known.end(), s) != known.end();
+  };
+}
+
+/// Answers 200 with `to_json(*found)`, or 404 "<what> <id> not found".
+template <class Found, class ToJson>
+void reply_found(httplib::Response& res, const std::optional<Found>& found, std::string_view what,
+                 std::int64_t id, ToJson to_json) {
+  if (!found)
+    throw api_error(error_kind::not_found, fmt::format("{} {} not found", what, id));
+  reply(res, 200, to_json(*found));
+}
+
 template <class T> T value_or_422(std::variant<T, domain::field_errors> v) {
   if (auto* errors = std::get_if<domain::field_errors>(&v))
     throw validation_error(*errors);
@@ -245,10 +262,7 @@ void list_orders(const api_context& c, const httplib::Request& req, httplib::Res
 
 void get_order(const api_context& c, const httplib::Request& req, httplib::Response& res) {
   auto id = parse_id(req.matches[1], "order");
-  auto t = c.deps.orders.timeline(id);
-  if (!t)
-    throw api_error(error_kind::not_found, fmt::format("order {} not found", id));
-  reply(res, 200, timeline_json(*t));
+  reply_found(res, c.deps.orders.timeline(id), "order", id, timeline_json);
 }
 
 void update_status(const api_context& c, const httplib::Request& req, httplib::Response& res) {
@@ -319,9 +333,7 @@ void get_fanout(const api_context& c, const httplib::Request&, httplib::Response
 }
 
 void list_events(const api_context& c, const httplib::Request& req, httplib::Response& res) {
-  auto page = parse_page(req, [](const std::string& s) {
-    return s == "PENDING" || s == "PROCESSING" || s == "PROCESSED" || s == "DEAD";
-  });
+  auto page = parse_page(req, one_of({"PENDING", "PROCESSING", "PROCESSED", "DEAD"}));
   domain::event_filter f{page.status, std::nullopt, std::nullopt, page.before, page.limit};
   if (req.has_param("aggregateId"))
     f.aggregate_id = req.get_param_value("aggregateId");
@@ -333,26 +345,20 @@ void list_events(const api_context& c, const httplib::Request& req, httplib::Res
 
 void get_event(const api_context& c, const httplib::Request& req, httplib::Response& res) {
   auto id = parse_id(req.matches[1], "event");
-  auto found = c.deps.outbox.event(id);
-  if (!found)
-    throw api_error(error_kind::not_found, fmt::format("event {} not found", id));
-  reply(res, 200, event_detail_json(found->first, found->second));
+  reply_found(res, c.deps.outbox.event(id), "event", id,
+              [](const auto& found) { return event_detail_json(found.first, found.second); });
 }
 
 void list_dead_letters(const api_context& c, const httplib::Request& req, httplib::Response& res) {
-  auto page = parse_page(req, [](const std::string& s) {
-    return s == "PENDING" || s == "PROCESSING" || s == "PROCESSED" || s == "FAILED";
-  });
+  auto page = parse_page(req, one_of({"PENDING", "PROCESSING", "PROCESSED", "FAILED"}));
   auto rows = c.deps.dead_letters.list(page.status, page.before, page.limit);
   reply(res, 200, page_json("deadLetters", rows, page.limit, write_dead_letter));
 }
 
 void get_dead_letter(const api_context& c, const httplib::Request& req, httplib::Response& res) {
   auto id = parse_id(req.matches[1], "dead letter");
-  auto found = c.deps.dead_letters.find(id);
-  if (!found)
-    throw api_error(error_kind::not_found, fmt::format("dead letter {} not found", id));
-  reply(res, 200, dead_letter_detail_json(found->first, found->second));
+  reply_found(res, c.deps.dead_letters.find(id), "dead letter", id,
+              [](const auto& found) { return dead_letter_detail_json(found.first, found.second); });
 }
 
 void retry_dead_letter(const api_context& c, const httplib::Request& req, httplib::Response& res) {

@@ -124,7 +124,7 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
   };
 
   http::api_server server(settings.server, settings.admin.token,
-                          {orders, dead_letters, outbox, readiness});
+                          {orders, dead_letters, outbox, readiness}, settings.http);
   // The outside world: in this process by default, else the standalone simulator at baseUrl.
   std::unique_ptr<simulator::simulator> sim;
   simulator::ledger_source ledger = simulator::remote_ledger(settings.simulator.base_url);

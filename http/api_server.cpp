@@ -1,5 +1,6 @@
-// Server set-up and the order API routes. Handlers throw api_error (or let store_unavailable
-// through); the exception handler renders every error, so no handler writes error bodies itself.
+// The API server's route table and its handlers. Handlers throw api_error (or let
+// store_unavailable through); the listener's exception handler renders every error, so no handler
+// writes an error body itself.
 #include "http/api_server.hpp"
 
 #include "http/auth.hpp"
@@ -8,6 +9,7 @@
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -167,10 +169,260 @@ std::string page_json(std::string_view key, const std::vector<Row>& rows, int li
   return w.str();
 }
 
+/// A status check for parse_page: the status is one of `known`.
+auto one_of(std::initializer_list<std::string_view> known) {
+  return [known](const std::string& s) {
+    return std::find(known.begin(), known.end(), s) != known.end();
+  };
+}
+
+/// Answers 200 with `to_json(*found)`, or 404 "<what> <id> not found".
+template <class Found, class ToJson>
+void reply_found(httplib::Response& res, const std::optional<Found>& found, std::string_view what,
+                 std::int64_t id, ToJson to_json) {
+  if (!found)
+    throw api_error(error_kind::not_found, fmt::format("{} {} not found", what, id));
+  reply(res, 200, to_json(*found));
+}
+
 template <class T> T value_or_422(std::variant<T, domain::field_errors> v) {
   if (auto* errors = std::get_if<domain::field_errors>(&v))
     throw validation_error(*errors);
   return std::get<T>(std::move(v));
+}
+
+/// What a handler reads: the stores and the configured fan-out.
+struct api_context {
+  const api_dependencies& deps;
+  const domain::routing_table& routing;
+};
+
+// Runs a user command on an order; not found and refused transitions become API errors.
+domain::command_outcome run_command(const api_context& c, std::int64_t id,
+                                    domain::order_command cmd, const std::string& reason) {
+  auto outcome = c.deps.orders.execute(id, cmd, reason);
+  using kind = domain::command_outcome::kind;
+  if (outcome.what == kind::not_found)
+    throw api_error(error_kind::not_found, fmt::format("order {} not found", id));
+  if (outcome.what == kind::conflict)
+    throw api_error(error_kind::invalid_transition,
+                    fmt::format("order {}: {}", id, outcome.reason));
+  return outcome;
+}
+
+void get_health(const api_context&, const httplib::Request&, httplib::Response& res) {
+  reply(res, 200, R"({"status":"ok"})");
+}
+
+void get_readiness(const api_context& c, const httplib::Request&, httplib::Response& res) {
+  auto report = c.deps.readiness();
+  json_writer w;
+  w.start_object();
+  w.field("status", report.ready() ? "ready" : "not_ready");
+  w.key("checks");
+  w.start_object();
+  for (const auto& [name, state] : report.checks)
+    w.field(name, state);
+  w.end_object();
+  w.end_object();
+  reply(res, report.ready() ? 200 : 503, w.str());
+}
+
+void create_order(const api_context& c, const httplib::Request& req, httplib::Response& res) {
+  auto key = idempotency_key(req);
+  auto body = parse_json_body(req, true);
+  auto request = value_or_422(domain::validate_new_order(*body));
+  auto outcome = c.deps.orders.create(request, key);
+  using kind = domain::create_outcome::kind;
+  if (outcome.what == kind::key_reused)
+    throw api_error(error_kind::idempotency_key_reused,
+                    fmt::format("Idempotency-Key '{}' was already used for order {} with a "
+                                "different request",
+                                *key, outcome.value.id));
+  if (outcome.what == kind::created)
+    log::info("http", "order {} created: {} {} {} ({}), event OrderCreated queued",
+              outcome.value.id, domain::to_decimal(outcome.value.total_amount),
+              outcome.value.currency, outcome.value.customer_id,
+              domain::to_string(outcome.value.shipping));
+  else
+    res.set_header("Idempotent-Replayed", "true");
+  res.set_header("Location", fmt::format("/api/orders/{}", outcome.value.id));
+  reply(res, 201, order_json(outcome.value));
+}
+
+void list_orders(const api_context& c, const httplib::Request& req, httplib::Response& res) {
+  auto page = parse_page(
+      req, [](const std::string& s) { return domain::parse_order_status(s).has_value(); });
+  std::optional<domain::order_status> status;
+  if (page.status)
+    status = domain::parse_order_status(*page.status);
+  auto orders = c.deps.orders.list(status, page.before, page.limit);
+  reply(res, 200, page_json("orders", orders, page.limit, write_order));
+}
+
+void get_order(const api_context& c, const httplib::Request& req, httplib::Response& res) {
+  auto id = parse_id(req.matches[1], "order");
+  reply_found(res, c.deps.orders.timeline(id), "order", id, timeline_json);
+}
+
+void update_status(const api_context& c, const httplib::Request& req, httplib::Response& res) {
+  auto id = parse_id(req.matches[1], "order");
+  auto body = parse_json_body(req, true);
+  auto cmd = value_or_422(domain::validate_status_update(*body));
+  auto outcome = run_command(c, id, cmd, {});
+  if (outcome.what == domain::command_outcome::kind::applied)
+    log::info("http", "order {} is now {}, event OrderStatusUpdated queued", id,
+              domain::to_string(outcome.value->status));
+  reply(res, 200, order_json(*outcome.value));
+}
+
+void cancel_order(const api_context& c, const httplib::Request& req, httplib::Response& res) {
+  auto id = parse_id(req.matches[1], "order");
+  auto body = parse_json_body(req, false);
+  auto reason = value_or_422(domain::validate_cancel(body ? &*body : nullptr));
+  auto outcome = run_command(c, id, domain::order_command::cancel, reason);
+  if (outcome.what == domain::command_outcome::kind::applied)
+    log::info("http", "order {} is CANCELLING ({}), event !OrderCreated queued", id, reason);
+  reply(res, 202, order_json(*outcome.value));
+}
+
+void remove_order(const api_context& c, const httplib::Request& req, httplib::Response& res) {
+  auto id = parse_id(req.matches[1], "order");
+  run_command(c, id, domain::order_command::remove, {});
+  log::info("http", "order {} removed", id);
+  res.status = 204;
+}
+
+void get_metrics(const api_context& c, const httplib::Request&, httplib::Response& res) {
+  // Database gauges are best effort: a scrape during an outage still returns the counters.
+  auto text = metrics::global().render([&c](std::string& out) {
+    try {
+      add_gauges(out, c.deps.outbox.gauges());
+    } catch (const domain::store_unavailable& e) {
+      log::warn("http", "metrics without database gauges: {}", e.what());
+    }
+  });
+  res.set_content(text, "text/plain; version=0.0.4");
+}
+
+void get_stats(const api_context& c, const httplib::Request&, httplib::Response& res) {
+  auto stats = c.deps.outbox.stats();
+  json_writer w;
+  auto counts = [&w](std::string_view name, const std::map<std::string, long long>& m) {
+    w.key(name);
+    w.start_object();
+    for (const auto& [k, v] : m)
+      w.field(k, static_cast<std::int64_t>(v));
+    w.end_object();
+  };
+  w.start_object();
+  counts("outbox", stats.events);
+  w.key("deadLetters");
+  w.start_object();
+  counts("byStatus", stats.dead_letters_by_status);
+  counts("byReason", stats.dead_letters_by_reason);
+  w.end_object();
+  counts("orders", stats.orders);
+  w.field("oldestDueAgeSeconds", stats.oldest_due_age_seconds);
+  w.end_object();
+  reply(res, 200, w.str());
+}
+
+void get_fanout(const api_context& c, const httplib::Request&, httplib::Response& res) {
+  reply(res, 200, fanout_json(c.routing));
+}
+
+void list_events(const api_context& c, const httplib::Request& req, httplib::Response& res) {
+  auto page = parse_page(req, one_of({"PENDING", "PROCESSING", "PROCESSED", "DEAD"}));
+  domain::event_filter f{page.status, std::nullopt, std::nullopt, page.before, page.limit};
+  if (req.has_param("aggregateId"))
+    f.aggregate_id = req.get_param_value("aggregateId");
+  if (req.has_param("eventType"))
+    f.event_type = req.get_param_value("eventType");
+  auto rows = c.deps.outbox.events(f);
+  reply(res, 200, page_json("events", rows, page.limit, write_event));
+}
+
+void get_event(const api_context& c, const httplib::Request& req, httplib::Response& res) {
+  auto id = parse_id(req.matches[1], "event");
+  reply_found(res, c.deps.outbox.event(id), "event", id,
+              [](const auto& found) { return event_detail_json(found.first, found.second); });
+}
+
+void list_dead_letters(const api_context& c, const httplib::Request& req, httplib::Response& res) {
+  auto page = parse_page(req, one_of({"PENDING", "PROCESSING", "PROCESSED", "FAILED"}));
+  auto rows = c.deps.dead_letters.list(page.status, page.before, page.limit);
+  reply(res, 200, page_json("deadLetters", rows, page.limit, write_dead_letter));
+}
+
+void get_dead_letter(const api_context& c, const httplib::Request& req, httplib::Response& res) {
+  auto id = parse_id(req.matches[1], "dead letter");
+  reply_found(res, c.deps.dead_letters.find(id), "dead letter", id,
+              [](const auto& found) { return dead_letter_detail_json(found.first, found.second); });
+}
+
+void retry_dead_letter(const api_context& c, const httplib::Request& req, httplib::Response& res) {
+  auto id = parse_id(req.matches[1], "dead letter");
+  auto outcome = c.deps.dead_letters.redrive(id);
+  using kind = domain::redrive_outcome::kind;
+  if (outcome.what == kind::not_found)
+    throw api_error(error_kind::not_found, fmt::format("dead letter {} not found", id));
+  if (outcome.what == kind::not_failed)
+    throw api_error(error_kind::invalid_transition,
+                    fmt::format("dead letter {} is {}; only a FAILED dead letter can be retried",
+                                id, outcome.value->status));
+  log::info("http", "dead letter {} ({} of aggregate {}) redriven by an operator", id,
+            outcome.value->event_type, outcome.value->aggregate_id);
+  json_writer w;
+  write_dead_letter(w, *outcome.value);
+  reply(res, 202, w.str());
+}
+
+using handler = void (*)(const api_context&, const httplib::Request&, httplib::Response&);
+
+enum class guard { open, admin };
+
+struct route {
+  const char* method;
+  const char* path; // as documented; `{name}` stands for one path segment
+  handler handle;
+  guard needs = guard::open;
+};
+
+// Every route of the API server. httplib tries a method's routes in this order and the first
+// whose pattern matches the whole path wins.
+const route route_table[] = {
+    {"GET", "/healthz", get_health},
+    {"GET", "/readyz", get_readiness},
+    {"GET", "/metrics", get_metrics},
+    {"POST", "/api/orders", create_order},
+    {"GET", "/api/orders", list_orders},
+    {"GET", "/api/orders/{id}", get_order},
+    {"PUT", "/api/orders/{id}/status", update_status},
+    {"POST", "/api/orders/{id}/cancel", cancel_order},
+    {"DELETE", "/api/orders/{id}", remove_order, guard::admin},
+    {"GET", "/api/outbox/stats", get_stats},
+    {"GET", "/api/outbox/fanout", get_fanout},
+    {"GET", "/api/outbox/events", list_events},
+    {"GET", "/api/outbox/events/{id}", get_event},
+    {"GET", "/api/dlq", list_dead_letters},
+    {"GET", "/api/dlq/{id}", get_dead_letter},
+    {"POST", "/api/dlq/{id}/retry", retry_dead_letter, guard::admin},
+};
+
+/// The regex httplib matches a documented path with: each `{name}` becomes one captured segment
+/// (req.matches[1], [2], ...). The documented paths hold no other regex metacharacters.
+std::string pattern_of(std::string_view path) {
+  std::string out;
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (path[i] != '{') {
+      out += path[i];
+      continue;
+    }
+    out += "([^/]+)";
+    i = path.find('}', i);
+  }
+  return out;
 }
 
 } // namespace
@@ -183,16 +435,14 @@ bool readiness_report::ready() const {
 }
 
 api_server::api_server(const conf::server_settings& settings, std::string admin_token,
-                       api_dependencies deps)
+                       api_dependencies deps, domain::routing_table routing)
     : settings_(settings), admin_token_(std::move(admin_token)), deps_(std::move(deps)),
-      listener_(settings, "http") {
-  auto& s = listener_.native();
-  s.set_pre_routing_handler([](const httplib::Request&, httplib::Response& res) {
+      routing_(std::move(routing)), listener_(settings, "http") {
+  listener_.on_request([](const httplib::Request&, httplib::Response& res) {
     request_started = std::chrono::steady_clock::now();
     res.set_header("X-Request-Id", next_request_id());
-    return httplib::Server::HandlerResponse::Unhandled;
   });
-  s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+  listener_.native().set_logger([](const httplib::Request& req, const httplib::Response& res) {
     auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                   std::chrono::steady_clock::now() - request_started)
                   .count();
@@ -223,225 +473,35 @@ void api_server::stop() {
   listener_.stop();
 }
 
+std::vector<route_info> api_server::routes() {
+  std::vector<route_info> out;
+  for (const auto& r : route_table)
+    out.push_back({r.method, r.path, r.needs == guard::admin});
+  return out;
+}
+
 void api_server::install_routes() {
   auto& s = listener_.native();
-  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    reply(res, 200, R"({"status":"ok"})");
-  });
-  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    auto report = deps_.readiness();
-    json_writer w;
-    w.start_object();
-    w.field("status", report.ready() ? "ready" : "not_ready");
-    w.key("checks");
-    w.start_object();
-    for (const auto& [name, state] : report.checks)
-      w.field(name, state);
-    w.end_object();
-    w.end_object();
-    reply(res, report.ready() ? 200 : 503, w.str());
-  });
-
-  s.Post("/api/orders", [this](const httplib::Request& req, httplib::Response& res) {
-    auto key = idempotency_key(req);
-    auto body = parse_json_body(req, true);
-    auto request = value_or_422(domain::validate_new_order(*body));
-    auto outcome = deps_.orders.create(request, key);
-    using kind = domain::create_outcome::kind;
-    if (outcome.what == kind::key_reused)
-      throw api_error(error_kind::idempotency_key_reused,
-                      fmt::format("Idempotency-Key '{}' was already used for order {} with a "
-                                  "different request",
-                                  *key, outcome.value.id));
-    if (outcome.what == kind::created)
-      log::info("http", "order {} created: {} {} {} ({}), event OrderCreated queued",
-                outcome.value.id, domain::to_decimal(outcome.value.total_amount),
-                outcome.value.currency, outcome.value.customer_id,
-                domain::to_string(outcome.value.shipping));
-    else
-      res.set_header("Idempotent-Replayed", "true");
-    res.set_header("Location", fmt::format("/api/orders/{}", outcome.value.id));
-    reply(res, 201, order_json(outcome.value));
-  });
-
-  s.Get("/api/orders", [this](const httplib::Request& req, httplib::Response& res) {
-    auto page = parse_page(
-        req, [](const std::string& s) { return domain::parse_order_status(s).has_value(); });
-    std::optional<domain::order_status> status;
-    if (page.status)
-      status = domain::parse_order_status(*page.status);
-    auto orders = deps_.orders.list(status, page.before, page.limit);
-    reply(res, 200, page_json("orders", orders, page.limit, [](json_writer& w, const auto& r) {
-            write_order(w, r);
-          }));
-  });
-
-  s.Get(R"(/api/orders/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    auto id = parse_id(req.matches[1], "order");
-    auto t = deps_.orders.timeline(id);
-    if (!t)
-      throw api_error(error_kind::not_found, fmt::format("order {} not found", id));
-    reply(res, 200, timeline_json(*t));
-  });
-
-  // Runs a user command and answers from the resulting state; `ok_status` on success.
-  auto command = [this](std::int64_t id, domain::order_command cmd, const std::string& reason) {
-    auto outcome = deps_.orders.execute(id, cmd, reason);
-    using kind = domain::command_outcome::kind;
-    if (outcome.what == kind::not_found)
-      throw api_error(error_kind::not_found, fmt::format("order {} not found", id));
-    if (outcome.what == kind::conflict)
-      throw api_error(error_kind::invalid_transition,
-                      fmt::format("order {}: {}", id, outcome.reason));
-    return outcome;
-  };
-
-  s.Put(R"(/api/orders/([^/]+)/status)",
-        [command](const httplib::Request& req, httplib::Response& res) {
-          auto id = parse_id(req.matches[1], "order");
-          auto body = parse_json_body(req, true);
-          auto cmd = value_or_422(domain::validate_status_update(*body));
-          auto outcome = command(id, cmd, {});
-          if (outcome.what == domain::command_outcome::kind::applied)
-            log::info("http", "order {} is now {}, event OrderStatusUpdated queued", id,
-                      domain::to_string(outcome.value->status));
-          reply(res, 200, order_json(*outcome.value));
-        });
-
-  s.Post(R"(/api/orders/([^/]+)/cancel)", [command](const httplib::Request& req,
-                                                    httplib::Response& res) {
-    auto id = parse_id(req.matches[1], "order");
-    auto body = parse_json_body(req, false);
-    auto reason = value_or_422(domain::validate_cancel(body ? &*body : nullptr));
-    auto outcome = command(id, domain::order_command::cancel, reason);
-    if (outcome.what == domain::command_outcome::kind::applied)
-      log::info("http", "order {} is CANCELLING ({}), event !OrderCreated queued", id, reason);
-    reply(res, 202, order_json(*outcome.value));
-  });
-
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    // Database gauges are best effort: a scrape during an outage still returns the counters.
-    auto text = metrics::global().render([this](std::string& out) {
-      try {
-        add_gauges(out, deps_.outbox.gauges());
-      } catch (const domain::store_unavailable& e) {
-        log::warn("http", "metrics without database gauges: {}", e.what());
-      }
-    });
-    res.set_content(text, "text/plain; version=0.0.4");
-  });
-
-  s.Get("/api/outbox/stats", [this](const httplib::Request&, httplib::Response& res) {
-    auto stats = deps_.outbox.stats();
-    json_writer w;
-    auto counts = [&w](std::string_view name, const std::map<std::string, long long>& m) {
-      w.key(name);
-      w.start_object();
-      for (const auto& [k, v] : m)
-        w.field(k, static_cast<std::int64_t>(v));
-      w.end_object();
+  for (const auto& r : route_table) {
+    auto handle = [this, &r](const httplib::Request& req, httplib::Response& res) {
+      // The token is checked first: an unauthorised caller learns nothing about ids.
+      if (r.needs == guard::admin)
+        require_admin(req, admin_token_);
+      r.handle(api_context{deps_, routing_}, req, res);
     };
-    w.start_object();
-    counts("outbox", stats.events);
-    w.key("deadLetters");
-    w.start_object();
-    counts("byStatus", stats.dead_letters_by_status);
-    counts("byReason", stats.dead_letters_by_reason);
-    w.end_object();
-    counts("orders", stats.orders);
-    w.field("oldestDueAgeSeconds", stats.oldest_due_age_seconds);
-    w.end_object();
-    reply(res, 200, w.str());
-  });
-
-  s.Get("/api/outbox/events", [this](const httplib::Request& req, httplib::Response& res) {
-    auto page = parse_page(req, [](const std::string& s) {
-      return s == "PENDING" || s == "PROCESSING" || s == "PROCESSED" || s == "DEAD";
-    });
-    domain::event_filter f{page.status, std::nullopt, std::nullopt, page.before, page.limit};
-    if (req.has_param("aggregateId"))
-      f.aggregate_id = req.get_param_value("aggregateId");
-    if (req.has_param("eventType"))
-      f.event_type = req.get_param_value("eventType");
-    auto rows = deps_.outbox.events(f);
-    reply(res, 200, page_json("events", rows, page.limit, [](json_writer& w, const auto& r) {
-            write_event(w, r);
-          }));
-  });
-
-  s.Get(R"(/api/outbox/events/([^/]+))",
-        [this](const httplib::Request& req, httplib::Response& res) {
-          auto id = parse_id(req.matches[1], "event");
-          auto found = deps_.outbox.event(id);
-          if (!found)
-            throw api_error(error_kind::not_found, fmt::format("event {} not found", id));
-          json_writer w;
-          w.start_object();
-          w.key("event");
-          write_event(w, found->first);
-          w.key("attempts");
-          w.start_array();
-          for (const auto& a : found->second)
-            write_attempt(w, a);
-          w.end_array();
-          w.end_object();
-          reply(res, 200, w.str());
-        });
-
-  s.Get("/api/dlq", [this](const httplib::Request& req, httplib::Response& res) {
-    auto page = parse_page(req, [](const std::string& s) {
-      return s == "PENDING" || s == "PROCESSING" || s == "PROCESSED" || s == "FAILED";
-    });
-    auto rows = deps_.dead_letters.list(page.status, page.before, page.limit);
-    reply(res, 200, page_json("deadLetters", rows, page.limit, [](json_writer& w, const auto& r) {
-            write_dead_letter(w, r);
-          }));
-  });
-
-  s.Get(R"(/api/dlq/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    auto id = parse_id(req.matches[1], "dead letter");
-    auto found = deps_.dead_letters.find(id);
-    if (!found)
-      throw api_error(error_kind::not_found, fmt::format("dead letter {} not found", id));
-    json_writer w;
-    w.start_object();
-    w.key("deadLetter");
-    write_dead_letter(w, found->first);
-    w.key("attempts");
-    w.start_array();
-    for (const auto& a : found->second)
-      write_attempt(w, a);
-    w.end_array();
-    w.end_object();
-    reply(res, 200, w.str());
-  });
-
-  s.Post(R"(/api/dlq/([^/]+)/retry)", [this](const httplib::Request& req, httplib::Response& res) {
-    require_admin(req, admin_token_);
-    auto id = parse_id(req.matches[1], "dead letter");
-    auto outcome = deps_.dead_letters.redrive(id);
-    using kind = domain::redrive_outcome::kind;
-    if (outcome.what == kind::not_found)
-      throw api_error(error_kind::not_found, fmt::format("dead letter {} not found", id));
-    if (outcome.what == kind::not_failed)
-      throw api_error(error_kind::invalid_transition,
-                      fmt::format("dead letter {} is {}; only a FAILED dead letter can be retried",
-                                  id, outcome.value->status));
-    log::info("http", "dead letter {} ({} of aggregate {}) redriven by an operator", id,
-              outcome.value->event_type, outcome.value->aggregate_id);
-    json_writer w;
-    write_dead_letter(w, *outcome.value);
-    reply(res, 202, w.str());
-  });
-
-  s.Delete(R"(/api/orders/([^/]+))",
-           [this, command](const httplib::Request& req, httplib::Response& res) {
-             require_admin(req, admin_token_);
-             auto id = parse_id(req.matches[1], "order");
-             command(id, domain::order_command::remove, {});
-             log::info("http", "order {} removed", id);
-             res.status = 204;
-           });
+    auto pattern = pattern_of(r.path);
+    std::string_view method = r.method;
+    if (method == "GET")
+      s.Get(pattern, handle);
+    else if (method == "POST")
+      s.Post(pattern, handle);
+    else if (method == "PUT")
+      s.Put(pattern, handle);
+    else if (method == "DELETE")
+      s.Delete(pattern, handle);
+    else
+      throw std::logic_error("api route with unsupported method " + std::string(method));
+  }
 }
 
 } // namespace outboxd::http

@@ -1,9 +1,10 @@
-// The HTTP front end: cpp-httplib configured for keep-alive load, the order API, health probes,
-// and the one place where errors become responses.
+// The API edge: the order, outbox and dead-letter routes, health probes and metrics on the shared
+// listener, declared as one route table that can also be listed (e.g. against the OpenAPI file).
 #pragma once
 
 #include "conf/settings.hpp"
 #include "domain/ports.hpp"
+#include "domain/routing.hpp"
 #include "http/listener.hpp"
 
 #include <functional>
@@ -33,10 +34,21 @@ struct api_dependencies {
   std::function<readiness_report()> readiness;
 };
 
+/// One route of the API server: the method and the path as the API documents it, with
+/// `{name}` for a path segment (e.g. `GET /api/orders/{id}`).
+struct route_info {
+  std::string method;
+  std::string path;
+  bool admin = false; // needs `Authorization: Bearer <admin.token>` when a token is configured
+  bool operator==(const route_info&) const = default;
+};
+
 class api_server {
 public:
-  /// `admin_token` guards the mutating admin endpoints when non-empty.
-  api_server(const conf::server_settings& settings, std::string admin_token, api_dependencies deps);
+  /// `admin_token` guards the mutating admin endpoints when non-empty. `routing` is what
+  /// `GET /api/outbox/fanout` describes (the configured `http` section).
+  api_server(const conf::server_settings& settings, std::string admin_token, api_dependencies deps,
+             domain::routing_table routing = {});
   ~api_server();
   api_server(const api_server&) = delete;
   api_server& operator=(const api_server&) = delete;
@@ -49,6 +61,10 @@ public:
   /// Stops accepting, waits for requests in flight, joins the thread. Idempotent.
   void stop();
 
+  /// The routes this class serves, in registration order. Routes others add through native()
+  /// (simulator, consistency check, web UI) are not listed.
+  static std::vector<route_info> routes();
+
   /// The underlying server, for other route sets (the simulator) to register on.
   httplib::Server& native() { return listener_.native(); }
 
@@ -58,6 +74,7 @@ private:
   conf::server_settings settings_;
   std::string admin_token_;
   api_dependencies deps_;
+  domain::routing_table routing_;
   listener listener_;
 };
 

@@ -1,4 +1,4 @@
-// The admin token guard of mutating admin and simulator endpoints (SPEC section 9).
+// The admin token guard of the mutating admin and simulator endpoints.
 #pragma once
 
 #include <string>

@@ -1,46 +1,30 @@
-// The error table and the error body writer.
+// The status and code lookups of the error list, and the error body writer.
 #include "http/errors.hpp"
 
 #include "http/json.hpp"
 
 namespace outboxd::http {
-namespace {
-
-struct error_row {
-  error_kind kind;
-  int status;
-  const char* code;
-};
-
-constexpr error_row error_table[] = {
-    {error_kind::bad_request, 400, "bad_request"},
-    {error_kind::malformed_json, 400, "malformed_json"},
-    {error_kind::unauthorized, 401, "unauthorized"},
-    {error_kind::not_found, 404, "not_found"},
-    {error_kind::method_not_allowed, 405, "method_not_allowed"},
-    {error_kind::invalid_transition, 409, "invalid_transition"},
-    {error_kind::payload_too_large, 413, "payload_too_large"},
-    {error_kind::unsupported_media_type, 415, "unsupported_media_type"},
-    {error_kind::validation_failed, 422, "validation_failed"},
-    {error_kind::idempotency_key_reused, 422, "idempotency_key_reused"},
-    {error_kind::internal, 500, "internal"},
-    {error_kind::unavailable, 503, "unavailable"},
-};
-
-const error_row& row_of(error_kind kind) {
-  for (const auto& r : error_table)
-    if (r.kind == kind)
-      return r;
-  return error_table[10];
-}
-
-} // namespace
 
 int status_of(error_kind kind) {
-  return row_of(kind).status;
+  switch (kind) {
+#define OUTBOXD_API_ERROR_STATUS(name, status)                                                     \
+  case error_kind::name:                                                                           \
+    return status;
+    OUTBOXD_API_ERROR_KINDS(OUTBOXD_API_ERROR_STATUS)
+#undef OUTBOXD_API_ERROR_STATUS
+  }
+  return 500; // not reached: the switch covers every kind (-Wswitch says when one is missing)
 }
+
 const char* code_of(error_kind kind) {
-  return row_of(kind).code;
+  switch (kind) {
+#define OUTBOXD_API_ERROR_CODE(name, status)                                                       \
+  case error_kind::name:                                                                           \
+    return #name;
+    OUTBOXD_API_ERROR_KINDS(OUTBOXD_API_ERROR_CODE)
+#undef OUTBOXD_API_ERROR_CODE
+  }
+  return "internal";
 }
 
 api_error validation_error(const domain::field_errors& errors) {

@@ -1,4 +1,4 @@
-// API errors: one table maps each kind to its HTTP status and code; handlers throw api_error.
+// API errors: one list gives each kind its HTTP status and code; handlers throw api_error.
 #pragma once
 
 #include "domain/order.hpp"
@@ -8,20 +8,19 @@
 
 namespace outboxd::http {
 
-enum class error_kind {
-  bad_request,            // 400
-  malformed_json,         // 400
-  unauthorized,           // 401
-  not_found,              // 404
-  method_not_allowed,     // 405
-  invalid_transition,     // 409
-  payload_too_large,      // 413
-  unsupported_media_type, // 415
-  validation_failed,      // 422
-  idempotency_key_reused, // 422
-  internal,               // 500
-  unavailable             // 503
-};
+/// Every kind of API error with its HTTP status, listed once: the enum and the status and code
+/// lookups are generated from this list, and a kind's `error.code` is its name.
+// clang-format off
+#define OUTBOXD_API_ERROR_KINDS(X)                                                           \
+  X(bad_request, 400)             X(malformed_json, 400)          X(unauthorized, 401)       \
+  X(not_found, 404)               X(method_not_allowed, 405)      X(invalid_transition, 409) \
+  X(payload_too_large, 413)       X(unsupported_media_type, 415)  X(validation_failed, 422)  \
+  X(idempotency_key_reused, 422)  X(internal, 500)                X(unavailable, 503)
+// clang-format on
+
+#define OUTBOXD_API_ERROR_ENUMERATOR(name, status) name,
+enum class error_kind { OUTBOXD_API_ERROR_KINDS(OUTBOXD_API_ERROR_ENUMERATOR) };
+#undef OUTBOXD_API_ERROR_ENUMERATOR
 
 /// The HTTP status of an error kind.
 int status_of(error_kind kind);

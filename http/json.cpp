@@ -11,14 +11,6 @@
 
 namespace outboxd::http {
 
-void json_writer::raw_field(std::string_view k, const std::optional<std::string>& json) {
-  key(k);
-  if (json)
-    raw(*json, rapidjson::kObjectType);
-  else
-    null();
-}
-
 std::optional<rapidjson::Document> parse_json_body(const httplib::Request& req, bool required) {
   if (req.body.empty()) {
     if (required)
@@ -47,79 +39,38 @@ std::optional<rapidjson::Document> parse_json_body(const httplib::Request& req, 
 }
 
 void write_order(json_writer& w, const domain::order& o) {
-  w.start_object();
-  w.field("id", o.id);
-  w.field("customerId", o.customer_id);
-  w.key("totalAmount");
-  w.raw(domain::to_decimal(o.total_amount), rapidjson::kNumberType);
-  w.field("currency", o.currency);
-  w.field("shippingType", domain::to_string(o.shipping));
-  w.field("status", domain::to_string(o.status));
-  w.field("statusReason", o.status_reason);
-  w.field("createdAt", o.created_at);
-  w.field("updatedAt", o.updated_at);
-  w.end_object();
+  w.object("id", o.id, "customerId", o.customer_id, "totalAmount",
+           raw_json(domain::to_decimal(o.total_amount), rapidjson::kNumberType), "currency",
+           o.currency, "shippingType", domain::to_string(o.shipping), "status",
+           domain::to_string(o.status), "statusReason", o.status_reason, "createdAt", o.created_at,
+           "updatedAt", o.updated_at);
 }
 
 void write_event(json_writer& w, const domain::event_record& e) {
-  w.start_object();
-  w.field("id", e.id);
-  w.field("aggregateType", e.aggregate_type);
-  w.field("aggregateId", e.aggregate_id);
-  w.field("eventType", e.event_type);
-  w.raw_field("payloads", e.payloads_json);
-  w.field("status", e.status);
-  w.field("attempts", e.attempts);
-  w.field("nextRetryAt", e.next_retry_at);
-  w.field("leaseOwner", e.lease_owner);
-  w.field("leaseExpiresAt", e.lease_expires_at);
-  w.field("lastError", e.last_error);
-  w.field("idempotencyKey", e.idempotency_key);
-  w.field("createdAt", e.created_at);
-  w.field("statusChangedAt", e.status_changed_at);
-  w.field("processedAt", e.processed_at);
-  w.end_object();
+  w.object("id", e.id, "aggregateType", e.aggregate_type, "aggregateId", e.aggregate_id,
+           "eventType", e.event_type, "payloads", raw_json(e.payloads_json), "status", e.status,
+           "attempts", e.attempts, "nextRetryAt", e.next_retry_at, "leaseOwner", e.lease_owner,
+           "leaseExpiresAt", e.lease_expires_at, "lastError", e.last_error, "idempotencyKey",
+           e.idempotency_key, "createdAt", e.created_at, "statusChangedAt", e.status_changed_at,
+           "processedAt", e.processed_at);
 }
 
 void write_attempt(json_writer& w, const domain::attempt_record& a) {
-  w.start_object();
-  w.field("id", a.id);
-  w.field("eventId", a.event_id);
-  w.field("eventType", a.event_type);
-  w.field("destination", a.destination);
-  w.field("fanoutOrder", a.fanout_order);
-  w.field("attempt", a.attempt);
-  w.field("outcome", a.outcome);
-  w.field("httpMethod", a.http_method);
-  w.field("endpointUrl", a.endpoint_url);
-  w.field("idempotencyKey", a.idempotency_key);
-  w.field("responseStatus", a.response_status);
-  w.raw_field("requestPayload", a.request_payload_json);
-  w.raw_field("responsePayload", a.response_payload_json);
-  w.field("responseText", a.response_text);
-  w.field("errorMessage", a.error_message);
-  w.field("durationMs", a.duration_ms);
-  w.field("publishedAt", a.published_at);
-  w.end_object();
+  w.object("id", a.id, "eventId", a.event_id, "eventType", a.event_type, "destination",
+           a.destination, "fanoutOrder", a.fanout_order, "attempt", a.attempt, "outcome", a.outcome,
+           "httpMethod", a.http_method, "endpointUrl", a.endpoint_url, "idempotencyKey",
+           a.idempotency_key, "responseStatus", a.response_status, "requestPayload",
+           raw_json(a.request_payload_json), "responsePayload", raw_json(a.response_payload_json),
+           "responseText", a.response_text, "errorMessage", a.error_message, "durationMs",
+           a.duration_ms, "publishedAt", a.published_at);
 }
 
 void write_dead_letter(json_writer& w, const domain::dead_letter_record& d) {
-  w.start_object();
-  w.field("id", d.id);
-  w.field("originalEventId", d.original_event_id);
-  w.field("aggregateId", d.aggregate_id);
-  w.field("eventType", d.event_type);
-  w.raw_field("payloads", d.payloads_json);
-  w.field("reason", d.reason);
-  w.field("lastError", d.last_error);
-  w.field("status", d.status);
-  w.field("attempts", d.attempts);
-  w.field("nextRetryAt", d.next_retry_at);
-  w.field("revertError", d.revert_error);
-  w.field("failedAt", d.failed_at);
-  w.field("statusChangedAt", d.status_changed_at);
-  w.field("resolvedAt", d.resolved_at);
-  w.end_object();
+  w.object("id", d.id, "originalEventId", d.original_event_id, "aggregateId", d.aggregate_id,
+           "eventType", d.event_type, "payloads", raw_json(d.payloads_json), "reason", d.reason,
+           "lastError", d.last_error, "status", d.status, "attempts", d.attempts, "nextRetryAt",
+           d.next_retry_at, "revertError", d.revert_error, "failedAt", d.failed_at,
+           "statusChangedAt", d.status_changed_at, "resolvedAt", d.resolved_at);
 }
 
 std::string order_json(const domain::order& o) {
@@ -148,6 +99,68 @@ std::string timeline_json(const domain::order_timeline& t) {
   for (const auto& d : t.dead_letters)
     write_dead_letter(w, d);
   w.end_array();
+  w.end_object();
+  return w.str();
+}
+
+} // namespace outboxd::http
+
+namespace outboxd::http {
+namespace {
+
+template <class Record, class Write>
+std::string with_attempts(std::string_view key, const Record& record, Write write,
+                          const std::vector<domain::attempt_record>& attempts) {
+  json_writer w;
+  w.start_object();
+  w.key(key);
+  write(w, record);
+  w.key("attempts");
+  w.start_array();
+  for (const auto& a : attempts)
+    write_attempt(w, a);
+  w.end_array();
+  w.end_object();
+  return w.str();
+}
+
+bool revertible(const domain::destination& d) {
+  for (const auto& r : d.routes)
+    if (r.revert)
+      return true;
+  return false;
+}
+
+} // namespace
+
+std::string event_detail_json(const domain::event_record& e,
+                              const std::vector<domain::attempt_record>& attempts) {
+  return with_attempts("event", e, write_event, attempts);
+}
+
+std::string dead_letter_detail_json(const domain::dead_letter_record& d,
+                                    const std::vector<domain::attempt_record>& attempts) {
+  return with_attempts("deadLetter", d, write_dead_letter, attempts);
+}
+
+std::string fanout_json(const domain::routing_table& routing) {
+  json_writer w;
+  w.start_object();
+  w.key("eventTypes");
+  w.start_object();
+  for (const auto& [event_type, destinations] : routing.fanout) {
+    w.key(event_type);
+    w.start_array();
+    for (const auto& name : destinations) {
+      // The loader refuses a fan-out naming an unknown destination; an absent one (a test's
+      // hand-made table) is simply not revertible.
+      auto found = routing.destinations.find(name);
+      w.object("destination", name, "revertible",
+               found != routing.destinations.end() && revertible(found->second));
+    }
+    w.end_array();
+  }
+  w.end_object();
   w.end_object();
   return w.str();
 }

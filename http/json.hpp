@@ -1,8 +1,9 @@
 // JSON in and out of the HTTP layer: request body parsing and a small writer with the codecs of
-// the API's resources (SPEC section 9).
+// the API's resources (orders, events, attempts, dead letters, the fan-out).
 #pragma once
 
 #include "domain/ports.hpp"
+#include "domain/routing.hpp"
 
 #include <optional>
 #include <rapidjson/document.h>
@@ -16,6 +17,21 @@ struct Request;
 }
 
 namespace outboxd::http {
+
+/// Already-serialised JSON for json_writer::value (a JSONB column, a decimal number): written as
+/// is, null when absent. Holds a view: use it within the expression that writes it.
+struct raw_json {
+  explicit raw_json(const std::string& json, rapidjson::Type type = rapidjson::kObjectType)
+      : text(json), type(type) {}
+  explicit raw_json(const std::optional<std::string>& json,
+                    rapidjson::Type type = rapidjson::kObjectType)
+      : type(type) {
+    if (json)
+      text = *json;
+  }
+  std::optional<std::string_view> text;
+  rapidjson::Type type;
+};
 
 /// A thin wrapper over rapidjson::Writer with string_view keys and optional fields.
 class json_writer {
@@ -46,19 +62,39 @@ public:
     key(k);
     value(v);
   }
-  template <class T> void field(std::string_view k, const std::optional<T>& v) {
-    key(k);
+  void value(const raw_json& v) {
+    if (v.text)
+      raw(*v.text, v.type);
+    else
+      null();
+  }
+  template <class T> void value(const std::optional<T>& v) {
     if (v)
       value(*v);
     else
       null();
   }
-  /// A JSON-text field: null when absent.
-  void raw_field(std::string_view k, const std::optional<std::string>& json);
+
+  /// One whole object from alternating keys and values:
+  /// `object("id", o.id, "payloads", raw_json{o.payloads})`.
+  template <class... KeysAndValues> void object(const KeysAndValues&... kv) {
+    static_assert(sizeof...(kv) % 2 == 0, "object() takes key, value pairs");
+    start_object();
+    members(kv...);
+    end_object();
+  }
 
   std::string str() const { return {buffer_.GetString(), buffer_.GetSize()}; }
 
 private:
+  void members() {}
+  template <class V, class... Rest>
+  void members(std::string_view k, const V& v, const Rest&... rest) {
+    key(k);
+    value(v);
+    members(rest...);
+  }
+
   rapidjson::StringBuffer buffer_;
   rapidjson::Writer<rapidjson::StringBuffer> w_;
 };
@@ -74,5 +110,14 @@ void write_attempt(json_writer& w, const domain::attempt_record& a);
 void write_dead_letter(json_writer& w, const domain::dead_letter_record& d);
 std::string order_json(const domain::order& o);
 std::string timeline_json(const domain::order_timeline& t);
+/// `{"event": {...}, "attempts": [...]}`.
+std::string event_detail_json(const domain::event_record& e,
+                              const std::vector<domain::attempt_record>& attempts);
+/// `{"deadLetter": {...}, "attempts": [...]}`.
+std::string dead_letter_detail_json(const domain::dead_letter_record& d,
+                                    const std::vector<domain::attempt_record>& attempts);
+/// `{"eventTypes": {"<type>": [{"destination", "revertible"}...]}}`: per event type the
+/// destinations in call order; revertible when some route of the destination has a revert.
+std::string fanout_json(const domain::routing_table& routing);
 
 } // namespace outboxd::http

@@ -21,6 +21,22 @@ void render_error(httplib::Response& res, error_kind kind, const std::string& me
   res.set_content(error_body(kind, message, details, request_id), "application/json");
 }
 
+/// HTTP/1.1 says a request with neither Content-Length nor Transfer-Encoding has no body (RFC 9112
+/// section 6.3), which is what `curl -X POST url` sends. cpp-httplib 0.11 instead reads the body of
+/// every POST/PUT/PATCH/DELETE until the peer closes the connection: a keep-alive client waits for
+/// the read timeout and gets a 400. Declaring the empty body lets the library read nothing and
+/// route the request as usual; a handler that needs a body then says so (400/415/422).
+void declare_empty_body(const httplib::Request& req) {
+  const auto& m = req.method;
+  if (m != "POST" && m != "PUT" && m != "PATCH" && m != "DELETE")
+    return;
+  if (req.has_header("Content-Length") || req.has_header("Transfer-Encoding"))
+    return;
+  // The pre-routing hook gets the library's own (non-const) request object as const; the
+  // library itself adds headers (REMOTE_ADDR, ...) to it the same way before routing.
+  const_cast<httplib::Request&>(req).set_header("Content-Length", "0");
+}
+
 } // namespace
 
 listener::listener(const conf::server_settings& settings, std::string component)
@@ -43,6 +59,12 @@ listener::listener(const conf::server_settings& settings, std::string component)
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     listen_fd_ = sock;
+  });
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    declare_empty_body(req);
+    if (on_request_)
+      on_request_(req, res);
+    return httplib::Server::HandlerResponse::Unhandled;
   });
   s.set_exception_handler([this](const httplib::Request& req, httplib::Response& res,
                                  std::exception_ptr ep) {
@@ -81,6 +103,10 @@ listener::listener(const conf::server_settings& settings, std::string component)
 
 listener::~listener() {
   stop();
+}
+
+void listener::on_request(std::function<void(const httplib::Request&, httplib::Response&)> hook) {
+  on_request_ = std::move(hook);
 }
 
 int listener::bind(int port) {

@@ -1,4 +1,4 @@
-// The web UI (SPEC section 10): static files compiled into the binary and served at / and /ui/.
+// The web UI: static files compiled into the binary and served at / and /ui/.
 #pragma once
 
 namespace httplib {

@@ -7,7 +7,7 @@ const POLL_MS = 1000;
 const CONSISTENCY_EVERY = 3; // polls: the check reads every order and the whole ledger
 const ORDER_LIMIT = 20;
 const TOKEN_KEY = 'outboxd.adminToken';
-const FORWARD = ['inventory', 'fraudCheck', 'shipping', 'billing'];
+const PIPELINE_EVENT = 'OrderCreated'; // the event whose fan-out an order card draws
 const TERMINAL = new Set(['DELIVERED', 'FAILED', 'CANCELLED']);
 const EVENT_DONE = new Set(['PROCESSED', 'DEAD']);
 const DLQ_DONE = new Set(['PROCESSED', 'FAILED']);
@@ -33,6 +33,8 @@ const state = {
   auditId: null,
   auditSig: '',
   dlqSig: '',
+  fanout: null, // event type -> [{destination, revertible}], from GET /api/outbox/fanout
+  fanoutSig: '',
 };
 
 const $ = (selector, root = document) => root.querySelector(selector);
@@ -177,7 +179,11 @@ async function poll() {
   state.timer = null;
   if (document.hidden) return;
   state.polling = true;
+  // The fan-out comes first: the order cards are drawn from it. It is configuration, so it is read
+  // once (again only after a failure).
+  if (state.fanout === null) await refreshFanout().catch(() => {});
   const jobs = [refreshOrders(), refreshStats(), refreshDlq(), refreshKnobs(), refreshAudit()];
+  if (state.fanout === null) jobs.push(refreshFanout());
   if (state.polls % CONSISTENCY_EVERY === 0) jobs.push(refreshConsistency());
   const results = await Promise.allSettled(jobs);
   const offline = results.find((r) => r.status === 'rejected' && r.reason.status === 0);
@@ -206,6 +212,31 @@ document.addEventListener('visibilitychange', () => {
     poll();
   }
 });
+
+async function refreshFanout() {
+  const { eventTypes } = await api('GET', '/api/outbox/fanout');
+  const fanout = {};
+  for (const [type, steps] of Object.entries(eventTypes || {})) {
+    fanout[type] = (Array.isArray(steps) ? steps : []).map((s) => ({
+      destination: String(s.destination), revertible: s.revertible === true,
+    }));
+  }
+  state.fanout = fanout;
+  state.fanoutSig = JSON.stringify(fanout);
+}
+
+// The forward steps of an order: the configured fan-out in call order, then any destination the
+// attempts name that the configuration no longer has (it changed since), by fan-out position.
+function forwardSteps(forward) {
+  const steps = ((state.fanout && state.fanout[PIPELINE_EVENT]) || []).map((s) => ({ ...s }));
+  const known = new Set(steps.map((s) => s.destination));
+  for (const a of [...forward].sort((x, y) => x.fanoutOrder - y.fanoutOrder)) {
+    if (known.has(a.destination)) continue;
+    known.add(a.destination);
+    steps.push({ destination: a.destination, revertible: false });
+  }
+  return steps;
+}
 
 async function refreshOrders() {
   const filter = $('#orders-filter').value;
@@ -245,7 +276,7 @@ function renderOrders(orders) {
   for (const o of orders) {
     const cached = state.timelines.get(o.id);
     const data = cached ? cached.data : { order: o, events: [], attempts: [], deadLetters: [] };
-    const sig = JSON.stringify(data);
+    const sig = state.fanoutSig + JSON.stringify(data);
     let card = state.cards.get(o.id);
     if (!card || card.sig !== sig) {
       card = { sig, el: orderCard(data) };
@@ -401,7 +432,8 @@ function pipelineRows(t) {
     }),
   ];
   let previousDone = true;
-  for (const dest of FORWARD) {
+  const steps = forwardSteps(forward);
+  for (const { destination: dest, revertible } of steps) {
     const rows = forward.filter((a) => a.destination === dest);
     const a = last(rows);
     const succeeded = rows.some((r) => r.outcome === 'success');
@@ -432,7 +464,12 @@ function pipelineRows(t) {
       extra.note = `risk ${a.responsePayload.riskScore}`;
     }
     if (a && a.outcome === 'skipped') extra.note = a.errorMessage || 'no route matched';
-    nodes.push(node(dest, label, st, attemptDetail(rows, extra)));
+    const step = node(dest, label, st, attemptDetail(rows, extra));
+    if (revertible) {
+      step.classList.add('revertible');
+      step.dataset.revertible = 'true';
+    }
+    nodes.push(step);
   }
   const rowsOut = [el('div', { class: 'pipeline forward', 'aria-label': 'forward steps' },
     el('span', { class: 'row-label', text: 'Forward' }), el('div', { class: 'nodes' }, nodes))];
@@ -440,6 +477,7 @@ function pipelineRows(t) {
   const cancellation = t.events.find((e) => e.eventType === '!OrderCreated');
   const compensating = t.deadLetters.some((d) => !DLQ_DONE.has(d.status))
     || (cancellation && !EVENT_DONE.has(cancellation.status));
+  const canRevert = steps.some((s) => s.revertible);
   if (reverts.length || t.deadLetters.length || cancellation) {
     // Grouped by destination in order of the first attempt: the order the saga undid them in.
     const order = [];
@@ -461,7 +499,8 @@ function pipelineRows(t) {
     if (cancellation) why.push(`cancellation · ${cancellation.status}`);
     rowsOut.push(el('div', { class: 'pipeline revert-row', 'aria-label': 'compensation steps, newest first' },
       el('span', { class: 'row-label', text: 'Reverts (LIFO)' }),
-      el('div', { class: 'nodes' }, revertNodes.length ? revertNodes : el('span', { class: 'muted', text: 'nothing to revert' })),
+      el('div', { class: 'nodes' }, revertNodes.length ? revertNodes : el('span', { class: 'muted',
+        text: canRevert || !state.fanout ? 'nothing to revert' : 'nothing to revert: no step of this fan-out has a revert' })),
       el('span', { class: 'row-why muted', text: why.join(' · ') })));
   }
 
@@ -469,7 +508,8 @@ function pipelineRows(t) {
   if (updates.length) {
     const notes = updates.map((e) => {
       const rows = attempts.filter((a) => a.eventId === e.id);
-      const payload = e.payloads && e.payloads.notifications && e.payloads.notifications.payload;
+      // The status is in the payload of whichever destination the event went to.
+      const payload = Object.values(e.payloads || {}).map((p) => p && p.payload).find((p) => p && p.newStatus);
       const to = payload && payload.newStatus ? payload.newStatus : 'status';
       return node(`notify-${token(to)}`, `→ ${to}`, eventState(e), attemptDetail(rows));
     });

@@ -3,73 +3,15 @@
 // test/e2e/ui_browser_test.cpp starts outboxd, creates an order whose customer is an XSS string
 // and one that fails in billing (so it is compensated), then runs this. Exits non-zero on the
 // first failed step; screenshots go to /tmp (paths printed).
-import { chromium } from 'playwright-core';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { apiClient, baseUrl, check, eventually, run, sleep } from './harness.mjs';
 
-const base = (process.argv[2] || '').replace(/\/$/, '');
-if (!/^https?:\/\//.test(base)) {
-  console.error('usage: node ui.test.mjs <baseUrl>');
-  process.exit(2);
-}
+const base = baseUrl('ui.test.mjs');
+const api = apiClient(base);
 const XSS = '<img src=x onerror=alert(1)>';
-const CHROMIUM = '/usr/bin/chromium';
-// Without the background-networking flags chromium keeps dialling out, which this machine's
-// closed network refuses; a fresh profile keeps runs independent.
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function check(condition, message) {
-  if (!condition) throw new Error(message);
-}
-
-// Polls `fn` until it returns a truthy value; throws with the last value seen at the deadline.
-async function eventually(what, fn, timeout = 20000) {
-  const deadline = Date.now() + timeout;
-  let last;
-  for (;;) {
-    try {
-      last = await fn();
-      if (last) return last;
-    } catch (e) {
-      last = e.message;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeout} ms waiting for ${what}; last: ${JSON.stringify(last)}`);
-    await sleep(150);
-  }
-}
-
-async function api(method, path, body) {
-  const res = await fetch(base + path, {
-    method,
-    headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, headers: res.headers, text, json: text ? (() => { try { return JSON.parse(text); } catch { return null; } })() : null };
-}
-
-let stepName = '';
-async function step(name, fn) {
-  stepName = name;
-  const started = Date.now();
-  await fn();
-  console.log(`ok   ${name} (${Date.now() - started} ms)`);
-}
-
-const profile = mkdtempSync(join(tmpdir(), 'outboxd-ui-chromium-'));
 const shots = [];
-let context;
-let page;
-const consoleErrors = [];
-const pageErrors = [];
-const dialogs = [];
-let phase = 'load';
 
-try {
+await run('ui', async ({ step, open, seen }) => {
+  const { consoleErrors, pageErrors, dialogs } = seen;
   await step('the UI files are served with their types and a strict Content-Security-Policy', async () => {
     const index = await api('GET', '/');
     check(index.status === 200, `GET / answered ${index.status}`);
@@ -90,13 +32,7 @@ try {
   const failedOrder = list.orders.find((o) => o.status === 'FAILED');
   check(xssOrder && failedOrder, `the test set-up must create an XSS order and a FAILED order; orders: ${JSON.stringify(list.orders)}`);
 
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, viewport: { width: 1280, height: 900 },
-  });
-  page = context.pages()[0] || await context.newPage();
-  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push({ phase, text: m.text() }); });
-  page.on('pageerror', (e) => pageErrors.push(String(e)));
-  page.on('dialog', (d) => { dialogs.push(d.message()); d.dismiss().catch(() => {}); });
+  const page = await open();
   const card = (id) => page.locator(`article.order[data-order-id="${id}"]`);
   const badge = (id) => card(id).locator('.order-head .badge');
 
@@ -119,6 +55,9 @@ try {
   await step('the failed order shows reverted steps and the LIFO revert row', async () => {
     const c = card(failedOrder.id);
     check(await badge(failedOrder.id).textContent() === 'FAILED', 'the failed order has no FAILED badge');
+    const forward = await c.locator('.forward .node').evaluateAll((nodes) => nodes.map((n) => n.dataset.step));
+    check(JSON.stringify(forward) === JSON.stringify(['order', 'outbox', 'inventory', 'fraudCheck', 'shipping', 'billing']),
+      `forward steps are not the shipped fan-out: ${JSON.stringify(forward)}`);
     const stateOf = (step) => c.locator(`.forward .node[data-step="${step}"]`).getAttribute('data-state');
     check(await stateOf('inventory') === 'reverted', `inventory is ${await stateOf('inventory')}`);
     check(await stateOf('fraudCheck') === 'success', `fraudCheck is ${await stateOf('fraudCheck')}`);
@@ -181,7 +120,7 @@ try {
   });
 
   await step('a 422 from the form shows the field messages', async () => {
-    phase = '422';
+    seen.phase = '422';
     await page.fill('#f-totalAmount', '-5');
     await page.fill('#f-items', 'SKU-3 xten');
     await page.click('#create-form button[type=submit]');
@@ -189,7 +128,7 @@ try {
     await eventually('the totalAmount message', async () => (await amount.textContent()).includes('greater than 0'));
     check((await page.locator('[data-error-for="items"]').textContent()).includes('items[0].quantity'), 'no items[0].quantity message');
     check(await page.getAttribute('#f-totalAmount', 'aria-invalid') === 'true', 'totalAmount is not marked invalid');
-    phase = 'after-422';
+    seen.phase = 'after-422';
   });
 
   await step('ship on a CONFIRMED order moves it to SHIPPED', async () => {
@@ -285,15 +224,4 @@ try {
     check(unexpected.length === 0, `console errors: ${JSON.stringify(unexpected)}`);
   });
   console.log(`screenshots: ${shots.join(' ')}`);
-} catch (e) {
-  console.log(`FAIL ${stepName}: ${e.stack || e}`);
-  if (page) {
-    const path = `/tmp/outboxd-ui-failure-${process.pid}.png`;
-    await page.screenshot({ path, fullPage: true }).then(() => console.log(`failure screenshot: ${path}`), () => {});
-  }
-  if (consoleErrors.length) console.log(`console errors: ${JSON.stringify(consoleErrors)}`);
-  process.exitCode = 1;
-} finally {
-  if (context) await context.close().catch(() => {});
-  rmSync(profile, { recursive: true, force: true });
-}
+});

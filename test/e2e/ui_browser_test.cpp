@@ -1,6 +1,7 @@
 // The web UI in a real browser: a real outboxd on a fresh database, orders made through the API
 // (an XSS customer, a billing failure that is compensated), then test/browser/ui.test.mjs drives
-// Debian's chromium through playwright-core against the page.
+// Debian's chromium through playwright-core against the page; fanout.test.mjs does the same for
+// an outboxd with another http.fanout.
 #include "test/support/outboxd_process.hpp"
 #include "test/support/test_db.hpp"
 
@@ -27,21 +28,42 @@ std::string find_on_path(const std::string& program) {
   return {};
 }
 
-} // namespace
+std::filesystem::path browser_dir() {
+  return std::filesystem::path(OUTBOXD_SOURCE_DIR) / "test" / "browser";
+}
 
-TEST_CASE("the web UI renders orders, pipelines and compensation safely in a real browser") {
-  // Missing tools fail the test: a skipped browser test would hide an untested UI.
+/// Node, or a failed test naming what to install: a skipped browser test would hide an untested UI.
+std::string browser_tools() {
   REQUIRE_MESSAGE(::access("/usr/bin/chromium", X_OK) == 0,
                   "/usr/bin/chromium not found: run scripts/install-deps.sh (Debian package "
                   "chromium)");
   auto node = find_on_path("node");
   REQUIRE_MESSAGE(!node.empty(),
                   "node not found on PATH: run scripts/install-deps.sh (packages nodejs, npm)");
-  auto browser_dir = std::filesystem::path(OUTBOXD_SOURCE_DIR) / "test" / "browser";
-  REQUIRE_MESSAGE(std::filesystem::exists(browser_dir / "node_modules" / "playwright-core"),
+  REQUIRE_MESSAGE(std::filesystem::exists(browser_dir() / "node_modules" / "playwright-core"),
                   "playwright-core is not installed: run npm ci --prefix test/browser "
                   "(scripts/test.sh does)");
+  return node;
+}
 
+/// Runs test/browser/<script> against `p` and checks that it passed.
+void run_browser_script(const std::string& script, outboxd_process& p) {
+  auto node = browser_tools();
+  auto log = "/tmp/outboxd-e2e-" + std::to_string(::getpid()) + "-" + script + ".log";
+  child_process run(
+      {node, (browser_dir() / script).string(), "http://127.0.0.1:" + std::to_string(p.port())}, {},
+      log);
+  auto code = run.wait_exit(3min);
+  CHECK_MESSAGE(code == 0, script << " exit code "
+                                  << (code ? std::to_string(*code) : "none (timed out)") << ":\n"
+                                  << run.output());
+  MESSAGE(run.output());
+}
+
+} // namespace
+
+TEST_CASE("the web UI renders orders, pipelines and compensation safely in a real browser") {
+  browser_tools();
   outboxd_process p("ui", fresh_database("outboxd_e2e_ui"));
   p.wait_ready();
   auto xss = p.client().post(
@@ -54,14 +76,19 @@ TEST_CASE("the web UI renders orders, pipelines and compensation safely in a rea
   REQUIRE(failed % 2 == 0);
   REQUIRE(p.wait_status(xss.num("/id"), "CONFIRMED") == "CONFIRMED");
   REQUIRE(p.wait_status(failed, "FAILED") == "FAILED");
+  run_browser_script("ui.test.mjs", p);
+}
 
-  auto log = "/tmp/outboxd-e2e-" + std::to_string(::getpid()) + "-ui-browser.log";
-  child_process script({node, (browser_dir / "ui.test.mjs").string(),
-                        "http://127.0.0.1:" + std::to_string(p.port())},
-                       {}, log);
-  auto code = script.wait_exit(3min);
-  CHECK_MESSAGE(code == 0, "ui.test.mjs exit code "
-                               << (code ? std::to_string(*code) : "none (timed out)") << ":\n"
-                               << script.output());
-  MESSAGE(script.output());
+TEST_CASE("the web UI draws a configured fan-out that is not the shipped one in a real browser") {
+  browser_tools();
+  outboxd_process p("ui-fanout", fresh_database("outboxd_e2e_ui_fanout"),
+                    {"--set", R"(http.fanout.OrderCreated=["fraudCheck","shipping","inventory"])"});
+  p.wait_ready();
+  auto confirmed = p.create_order("domestic");
+  REQUIRE(p.wait_status(confirmed, "CONFIRMED") == "CONFIRMED");
+  // Inventory is called last here: refusing it leaves shipping to revert.
+  p.knobs(R"({"inventory.reserve":{"failNext":1,"failureStatus":400}})");
+  auto failed = p.create_order("domestic");
+  REQUIRE(p.wait_status(failed, "FAILED") == "FAILED");
+  run_browser_script("fanout.test.mjs", p);
 }

@@ -1,5 +1,6 @@
 // The order API over real HTTP on loopback against a real PostgreSQL: every endpoint, every
 // error status, and that refused requests write nothing.
+#include "conf/loader.hpp"
 #include "http/api_server.hpp"
 #include "persistence/connection_pool.hpp"
 #include "persistence/dead_letter_admin.hpp"
@@ -7,8 +8,10 @@
 #include "persistence/outbox_admin.hpp"
 #include "persistence/statements.hpp"
 #include "test/support/http_client.hpp"
+#include "test/support/raw_http.hpp"
 #include "test/support/test_db.hpp"
 
+#include <algorithm>
 #include <doctest/doctest.h>
 #include <pqxx/pqxx>
 
@@ -26,19 +29,21 @@ constexpr const char* valid_order =
     R"({"customerId":"C-1","totalAmount":99.99,"shippingType":"domestic","items":[{"sku":"A","quantity":1}]})";
 
 struct server_fixture {
-  explicit server_fixture(std::string admin_token = {}) {
+  explicit server_fixture(std::string admin_token = {}, domain::routing_table routing = {}) {
     truncate_all(db());
     conf::server_settings s;
     s.port = 0;
     s.threads = 8;
     s.max_body_bytes = 64 * 1024;
     server = std::make_unique<http::api_server>(
-        s, std::move(admin_token), http::api_dependencies{repo, dead_letters, outbox, [this] {
-                                                            http::readiness_report r;
-                                                            r.checks.emplace_back("database",
-                                                                                  database_state);
-                                                            return r;
-                                                          }});
+        s, std::move(admin_token),
+        http::api_dependencies{repo, dead_letters, outbox,
+                               [this] {
+                                 http::readiness_report r;
+                                 r.checks.emplace_back("database", database_state);
+                                 return r;
+                               }},
+        std::move(routing));
     port = server->bind();
     server->start();
     client = std::make_unique<http_client>(port);
@@ -76,6 +81,25 @@ struct server_fixture {
 
 struct admin_fixture : server_fixture {
   admin_fixture() : server_fixture("s3cret") {}
+};
+
+/// A fan-out unlike the shipped one: another order, a destination without revert, one whose
+/// second route has the revert.
+domain::routing_table test_routing() {
+  domain::routing_table t;
+  domain::revert_template undo;
+  undo.url = "http://127.0.0.1:1/undo";
+  t.destinations["charge"].routes = {{"http://127.0.0.1:1/a", {}, {}},
+                                     {"http://127.0.0.1:1/b", {}, undo}};
+  t.destinations["audit"].routes = {{"http://127.0.0.1:1/audit", {}, {}}};
+  t.destinations["mail"].routes = {{"http://127.0.0.1:1/mail", {}, {}}};
+  t.fanout["OrderCreated"] = {"audit", "charge"};
+  t.fanout["OrderStatusUpdated"] = {"mail"};
+  return t;
+}
+
+struct fanout_fixture : server_fixture {
+  fanout_fixture() : server_fixture({}, test_routing()) {}
 };
 
 } // namespace
@@ -464,4 +488,84 @@ TEST_CASE_FIXTURE(server_fixture, "GET /metrics exposes request counters and dat
   CHECK(r.body.find("outboxd_dead_letters{status=\"FAILED\"} 1\n") != std::string::npos);
   CHECK(r.body.find("outboxd_orders_attention 0\n") != std::string::npos);
   CHECK(r.body.find("# TYPE outboxd_oldest_due_event_age_seconds gauge") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(fanout_fixture, "GET /api/outbox/fanout lists the configured fan-out") {
+  auto r = client->get("/api/outbox/fanout");
+  CHECK(r.status == 200);
+  CHECK(r.header("Content-Type") == "application/json");
+  CHECK(r.body == R"({"eventTypes":{"OrderCreated":[{"destination":"audit","revertible":false},)"
+                  R"({"destination":"charge","revertible":true}],)"
+                  R"("OrderStatusUpdated":[{"destination":"mail","revertible":false}]}})");
+}
+
+TEST_CASE("GET /api/outbox/fanout describes the shipped configuration") {
+  auto loaded = conf::load({});
+  REQUIRE(loaded.value);
+  server_fixture f({}, loaded.value->http);
+  auto r = f.client->get("/api/outbox/fanout");
+  CHECK(r.status == 200);
+  CHECK(r.body == R"({"eventTypes":{"OrderCreated":[{"destination":"inventory","revertible":true},)"
+                  R"({"destination":"fraudCheck","revertible":false},)"
+                  R"({"destination":"shipping","revertible":true},)"
+                  R"({"destination":"billing","revertible":true}],)"
+                  R"("OrderStatusUpdated":[{"destination":"notifications","revertible":false}]}})");
+}
+
+TEST_CASE_FIXTURE(server_fixture, "every listed route is served and only those") {
+  auto routes = http::api_server::routes();
+  CHECK(routes.size() == 16);
+  const http::route_info some[] = {{"GET", "/api/orders/{id}", false},
+                                   {"POST", "/api/dlq/{id}/retry", true},
+                                   {"DELETE", "/api/orders/{id}", true},
+                                   {"GET", "/api/outbox/fanout", false}};
+  for (const auto& want : some)
+    CHECK(std::find(routes.begin(), routes.end(), want) != routes.end());
+  for (const auto& r : routes) {
+    CAPTURE(r.method);
+    CAPTURE(r.path);
+    CHECK(r.path.find("{id}") == r.path.rfind('{')); // only {id} parameters
+    auto path = r.path;
+    if (auto at = path.find("{id}"); at != std::string::npos)
+      path.replace(at, 4, "1");
+    raw_connection c(port);
+    c.send(curl_request(r.method, path, port));
+    auto answer = c.read_response(std::chrono::seconds(3));
+    CHECK(answer.status != 0);
+    CHECK(answer.body.find("no route for") == std::string::npos);
+  }
+  raw_connection c(port);
+  c.send(curl_request("PATCH", "/api/orders/1", port));
+  CHECK(c.read_response(std::chrono::seconds(3)).body.find("no route for PATCH") !=
+        std::string::npos);
+}
+
+TEST_CASE_FIXTURE(server_fixture, "body-less requests as curl sends them are answered at once") {
+  auto id = create();
+  raw_connection c(port);
+  auto send = [&](const std::string& method, const std::string& path) {
+    c.send(curl_request(method, path, port));
+    return c.read_response(std::chrono::seconds(3));
+  };
+  auto retry = send("POST", "/api/dlq/1/retry");
+  CHECK(retry.status == 404);
+  CHECK(retry.body.find("dead letter 1 not found") != std::string::npos);
+  auto create_empty = send("POST", "/api/orders");
+  CHECK(create_empty.status == 400);
+  CHECK(create_empty.body.find("request body is empty; expected a JSON object") !=
+        std::string::npos);
+  auto status_empty = send("PUT", "/api/orders/" + std::to_string(id) + "/status");
+  CHECK(status_empty.status == 400);
+  CHECK(status_empty.body.find("malformed_json") != std::string::npos);
+  auto remove_pending = send("DELETE", "/api/orders/" + std::to_string(id));
+  CHECK(remove_pending.status == 409);
+  auto cancel = send("POST", "/api/orders/" + std::to_string(id) + "/cancel");
+  CHECK_MESSAGE(cancel.status == 202, cancel.body);
+  CHECK(cancel.body.find(R"("status":"CANCELLING")") != std::string::npos);
+  CHECK(send("GET", "/healthz").status == 200); // still the same connection
+
+  auto out = run_curl("POST", "/api/dlq/1/retry", port);
+  REQUIRE_MESSAGE(!out.empty(), "curl did not run");
+  CHECK_MESSAGE(out.substr(out.rfind('\n') + 1) == "404", out);
+  CHECK(out.find("not_found") != std::string::npos);
 }

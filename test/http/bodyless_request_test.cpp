@@ -2,8 +2,8 @@
 // listener, through the standalone simulator server: answered at once, on a connection that stays
 // usable. The API server's side is in orders_api_test.cpp.
 #include "conf/loader.hpp"
-#include "http/simulator.hpp"
-#include "http/simulator_server.hpp"
+#include "simulator/server.hpp"
+#include "simulator/simulator.hpp"
 #include "test/support/raw_http.hpp"
 
 #include <doctest/doctest.h>
@@ -23,7 +23,7 @@ struct simulator_fixture {
     s.port = 0;
     s.threads = 4;
     s.read_timeout = 10s;
-    server = std::make_unique<http::simulator_server>(s, sim, admin_token);
+    server = std::make_unique<simulator::server>(s, sim, admin_token);
     port = server->bind(0);
     server->start();
   }
@@ -35,8 +35,8 @@ struct simulator_fixture {
     return loaded.value->simulator;
   }
 
-  http::simulator sim;
-  std::unique_ptr<http::simulator_server> server;
+  simulator::simulator sim;
+  std::unique_ptr<simulator::server> server;
   int port = 0;
 };
 

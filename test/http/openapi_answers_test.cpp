@@ -2,8 +2,8 @@
 // the in-process simulator and the consistency route wired as serve wires them. Every documented
 // operation is called, successes and the main errors, and every answer must fit the document.
 #include "http/api_server.hpp"
-#include "http/consistency.hpp"
-#include "http/simulator.hpp"
+#include "simulator/consistency_route.hpp"
+#include "simulator/simulator.hpp"
 #include "persistence/audit_repository.hpp"
 #include "persistence/connection_pool.hpp"
 #include "persistence/dead_letter_admin.hpp"
@@ -49,8 +49,8 @@ struct openapi_fixture {
                                            return r;
                                          }});
     sim.install(server->native(), token);
-    http::install_consistency_route(server->native(), audit,
-                                    [this] { return sim.ledger_json(std::nullopt); });
+    simulator::install_consistency_route(server->native(), audit,
+                                    [this] { return sim.ledger(); });
     port = server->bind();
     server->start();
     client = std::make_unique<http_client>(port);
@@ -141,7 +141,7 @@ struct openapi_fixture {
   persistence::dead_letter_admin dead_letters{pool};
   persistence::outbox_admin outbox{pool};
   persistence::audit_repository audit{pool};
-  http::simulator sim{conf::simulator_settings{}};
+  simulator::simulator sim{conf::simulator_settings{}};
   std::string database_state = "ok";
   std::unique_ptr<http::api_server> server;
   int port = 0;

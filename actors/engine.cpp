@@ -21,7 +21,7 @@ engine::engine(const conf::settings& settings, persistence::hooks_by_type hooks)
   ctx_->hooks = std::move(hooks);
   // Borrowed by the processors, their dead-letter children and the janitor.
   const auto& o = settings.outbox;
-  ctx_->db = std::make_unique<worker_connections>(
+  ctx_->db = std::make_unique<persistence::worker_connections>(
       [ctx = ctx_.get()](int n) { return ctx->conninfo(fmt::format("worker-{}", n)); },
       std::min(o.connections, 2 * o.pool_size + 1), ctx_->hooks);
 }

@@ -61,7 +61,8 @@ metrics::registry& m() {
 
 /// Counts one recorded attempt, and its latency when a call was made.
 void observe_call(const persistence::attempt_row& row) {
-  m().calls.inc({{"destination", row.destination}, {"outcome", row.outcome}});
+  m().calls.inc(
+      {{"destination", row.destination}, {"outcome", std::string(domain::to_string(row.outcome))}});
   if (row.duration_ms)
     m().call_seconds.observe({{"destination", row.destination}}, *row.duration_ms / 1000.0);
 }
@@ -73,8 +74,8 @@ std::int64_t now_unix_ms() {
 }
 
 /// Fills the response columns of `row` from `r`, and the error for a non-success.
-void fill_response(persistence::attempt_row& row, const http::call_result& r,
-                   domain::call_outcome outcome) {
+void fill_response(persistence::attempt_row& row, const client::call_result& r,
+                   domain::attempt_outcome outcome) {
   row.response_status = r.status;
   row.duration_ms = static_cast<int>(r.duration.count());
   if (!r.body.empty()) {
@@ -85,10 +86,8 @@ void fill_response(persistence::attempt_row& row, const http::call_result& r,
     else
       row.response_text = truncate(r.body, max_response_text);
   }
-  row.outcome = outcome == domain::call_outcome::success     ? "success"
-                : outcome == domain::call_outcome::retryable ? "retryable"
-                                                             : "non_retryable";
-  if (outcome != domain::call_outcome::success)
+  row.outcome = outcome;
+  if (outcome != domain::attempt_outcome::success)
     row.error_message =
         r.status ? fmt::format("HTTP {}: {}", *r.status, truncate(r.body, max_error_body))
                  : r.error;
@@ -99,10 +98,16 @@ void fill_response(persistence::attempt_row& row, const http::call_result& r,
 event_runner::event_runner(const engine_context& ctx, std::string actor_name)
     : ctx_(ctx), name_(std::move(actor_name)), rng_(std::random_device{}()) {}
 
-milliseconds event_runner::retry_delay(int retry, const std::optional<milliseconds>& retry_after,
-                                       const conf::backoff_settings& backoff) {
+domain::next_step event_runner::decide(domain::run_kind run, domain::attempt_outcome outcome,
+                                       int attempt,
+                                       const std::optional<milliseconds>& retry_after) {
+  const auto& s = ctx_.settings;
+  const bool dead_letter = run == domain::run_kind::compensation;
+  const auto& backoff = dead_letter ? s.dlq.backoff : s.outbox.backoff;
+  const domain::retry_budget budget{dead_letter ? s.dlq.max_retries : s.outbox.max_retries,
+                                    backoff.base, backoff.max};
   std::uniform_real_distribution<double> jitter(0.0, 1.0);
-  return domain::retry_delay(retry, retry_after, backoff.base, backoff.max, jitter(rng_));
+  return domain::decide_after_failure(run, outcome, attempt, budget, retry_after, jitter(rng_));
 }
 
 void event_runner::record(const persistence::attempt_row& row) {
@@ -132,7 +137,9 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
   rapidjson::Document payloads;
   payloads.Parse(e.payloads_json.data(), e.payloads_json.size());
   if (payloads.HasParseError() || !payloads.IsObject()) {
-    repo()->dead_letter(e, "NON_RETRYABLE_ERROR", "payloads are not a JSON object");
+    repo()->dead_letter(
+        e, std::string(domain::to_string(domain::dead_letter_reason::non_retryable_error)),
+        "payloads are not a JSON object");
     return;
   }
 
@@ -172,13 +179,13 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
       claimed_at = std::chrono::steady_clock::now();
     }
     auto step = call_step(e, i, name, payloads, previous, attempt);
-    if (step.outcome == domain::call_outcome::success && i + 1 == names.size()) {
+    if (domain::is_done(step.outcome) && i + 1 == names.size()) {
       last_row = std::move(step.row); // commits with the completion
       continue;
     }
     record(step.row);
-    if (step.outcome == domain::call_outcome::success) {
-      if (!step.skipped)
+    if (domain::is_done(step.outcome)) {
+      if (step.outcome == domain::attempt_outcome::success)
         previous[name] = docs.parse(step.response_json);
       continue;
     }
@@ -202,8 +209,9 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
     return;
   }
   auto error = failed_destination + ": " + failed->error;
-  if (failed->outcome == domain::call_outcome::retryable && attempt <= s.outbox.max_retries) {
-    auto delay = retry_delay(attempt, failed->retry_after, s.outbox.backoff);
+  auto next = decide(domain::run_kind::fanout, failed->outcome, attempt, failed->retry_after);
+  if (next.what == domain::next_step::kind::retry) {
+    auto delay = next.delay;
     if (repo()->retry(e, delay, error)) {
       m().events_retried.inc(type);
       log::info(name_, "event {} {} {} {}: retry {} of {} in {}ms ({}{})", e.id, e.event_type,
@@ -214,8 +222,7 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
     }
     return;
   }
-  auto reason = failed->outcome == domain::call_outcome::retryable ? "MAX_RETRIES_EXCEEDED"
-                                                                   : "NON_RETRYABLE_ERROR";
+  const std::string reason(domain::to_string(next.reason));
   if (repo()->dead_letter(e, reason, error)) {
     m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", reason}});
     log::warn(name_, "event {} {} {} {} dead-lettered ({}): {}", e.id, e.event_type,
@@ -257,23 +264,23 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
   auto choice = domain::choose_route(dest, payload, previous);
   if (choice.what != domain::route_choice::kind::call) {
     bool skip = choice.what == domain::route_choice::kind::skip;
-    row.outcome = skip ? "skipped" : "non_retryable";
+    row.outcome = skip ? domain::attempt_outcome::skipped : domain::attempt_outcome::non_retryable;
     row.error_message = choice.reason;
     log::info(name_, "event {} {} {} {}: {} {}", e.id, e.event_type, e.aggregate_type,
               e.aggregate_id, skip ? "skipped" : "failed", choice.reason);
     if (skip)
-      return {domain::call_outcome::success, true, {}, {}, {}, std::move(row)};
-    return {domain::call_outcome::non_retryable, false, choice.reason, {}, {}, std::move(row)};
+      return {row.outcome, {}, {}, {}, std::move(row)};
+    return {row.outcome, choice.reason, {}, {}, std::move(row)};
   }
   auto url = domain::fill_url(choice.chosen->url, path_params);
   if (!url) {
     row.endpoint_url = choice.chosen->url;
-    row.outcome = "non_retryable";
+    row.outcome = domain::attempt_outcome::non_retryable;
     row.error_message = url.err().message;
-    return {domain::call_outcome::non_retryable, false, url.err().message, {}, {}, std::move(row)};
+    return {row.outcome, url.err().message, {}, {}, std::move(row)};
   }
   row.endpoint_url = url.value();
-  http::call_request req;
+  client::call_request req;
   req.method = dest.method;
   req.url = url.value();
   req.connect_timeout = dest.connect_timeout;
@@ -290,20 +297,18 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
     row.request_payload_json = req.body;
   }
   auto result = caller_.call(req);
-  auto outcome = result.status ? domain::classify(dest.method, result.status)
-                               : domain::call_outcome::retryable;
+  auto outcome = domain::classify(dest.method, result.status);
   fill_response(row, result, outcome);
   log::info(name_, "event {} {} {} {} → {} {} {} {} {}ms attempt {}", e.id, e.event_type,
             e.aggregate_type, e.aggregate_id, name, dest.method, row.endpoint_url,
             result.status ? std::to_string(*result.status) : result.error, result.duration.count(),
             attempt);
-  if (outcome == domain::call_outcome::success) {
+  if (outcome == domain::attempt_outcome::success) {
     auto response = row.response_payload_json;
-    return {outcome, false, {}, {}, std::move(response), std::move(row)};
+    return {outcome, {}, {}, std::move(response), std::move(row)};
   }
   auto error = *row.error_message;
   return {outcome,
-          false,
           std::move(error),
           domain::parse_retry_after(result.retry_after, now_unix_ms()),
           {},
@@ -338,8 +343,9 @@ void event_runner::run_cancellation(const persistence::claimed_event& e) {
               e.event_type, e.aggregate_type, e.aggregate_id, result.reverted);
     return;
   }
-  if (result.what == compensation_result::kind::retryable && attempt <= s.outbox.max_retries) {
-    auto delay = retry_delay(attempt, result.retry_after, s.outbox.backoff);
+  auto next = decide(domain::run_kind::cancellation, result.failure, attempt, result.retry_after);
+  if (next.what == domain::next_step::kind::retry) {
+    auto delay = next.delay;
     if (!repo()->retry(e, delay, result.error))
       return lease_lost(e, "retry");
     m().events_retried.inc(type);
@@ -348,11 +354,12 @@ void event_runner::run_cancellation(const persistence::claimed_event& e) {
               result.error);
     return;
   }
-  // A cancellation that cannot finish is never compensated again: it waits for an operator.
-  if (!repo()->dead_letter(e, "CANCELLATION_FAILED", result.error, "FAILED",
+  // Dead-lettered as FAILED: a cancellation is never compensated again; it waits for an operator.
+  const std::string reason(domain::to_string(next.reason));
+  if (!repo()->dead_letter(e, reason, result.error, "FAILED",
                            domain::engine_outcome::compensation_failed))
     return lease_lost(e, "dead letter");
-  m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", "CANCELLATION_FAILED"}});
+  m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", reason}});
   m().compensations.inc({{"kind", "cancellation"}, {"outcome", "failed"}});
   log::error(name_, "order needs attention: event {} {} {} {} failed: {}", e.id, e.event_type,
              e.aggregate_type, e.aggregate_id, result.error);
@@ -397,10 +404,11 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt)
   // that stopped here never got, so a transient one leaves the step uncertain.
   auto step = call_step(e, index, *name, payloads, previous, runs + attempt);
   record(step.row);
-  if (step.outcome != domain::call_outcome::retryable)
+  if (step.outcome != domain::attempt_outcome::retryable)
     return std::nullopt; // applied (now reverted with the rest) or refused for good
   compensation_result out;
-  out.what = compensation_result::kind::retryable;
+  out.what = compensation_result::kind::failed;
+  out.failure = domain::attempt_outcome::retryable;
   out.error = *name + " (re-sent to settle an unanswered call): " + step.error;
   out.retry_after = step.retry_after;
   return out;
@@ -431,9 +439,9 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
     row.destination = step.destination + ".revert";
     row.fanout_order = step.fanout_order;
     row.attempt = attempt;
-    auto fail = [&](domain::call_outcome kind, const std::string& why) {
-      out.what = kind == domain::call_outcome::retryable ? compensation_result::kind::retryable
-                                                         : compensation_result::kind::non_retryable;
+    auto fail = [&](domain::attempt_outcome outcome, const std::string& why) {
+      out.what = compensation_result::kind::failed;
+      out.failure = outcome;
       out.error = row.destination + ": " + why;
       return out;
     };
@@ -449,15 +457,15 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
     if (!route) {
       row.endpoint_url = step.endpoint_url;
       row.http_method = "-";
-      row.outcome = "non_retryable";
+      row.outcome = domain::attempt_outcome::non_retryable;
       row.error_message = "cannot tell which configured route called " + step.endpoint_url;
       record(row);
-      return fail(domain::call_outcome::non_retryable, *row.error_message);
+      return fail(row.outcome, *row.error_message);
     }
     if (!route->revert) {
       row.endpoint_url = step.endpoint_url;
       row.http_method = "-";
-      row.outcome = "skipped";
+      row.outcome = domain::attempt_outcome::skipped;
       row.error_message = "read-only step: no revert configured";
       record(row);
       log::info(name_, "event {} {}: {} is read-only, nothing to revert", original_event_id,
@@ -469,14 +477,14 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
     row.http_method = route->revert->method;
     if (!call) {
       row.endpoint_url = route->revert->url;
-      row.outcome = "non_retryable";
+      row.outcome = domain::attempt_outcome::non_retryable;
       row.error_message = "revert cannot be built: " + call.err().message;
       record(row);
-      return fail(domain::call_outcome::non_retryable, *row.error_message);
+      return fail(row.outcome, *row.error_message);
     }
     row.endpoint_url = call.value().url;
     row.idempotency_key = fmt::format("{}:{}:revert", original_event_id, step.destination);
-    http::call_request req;
+    client::call_request req;
     req.method = call.value().method;
     req.url = call.value().url;
     req.body = call.value().body_json;
@@ -492,15 +500,14 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
     if (!req.body.empty())
       row.request_payload_json = req.body;
     auto result = caller_.call(req);
-    auto outcome = result.status ? domain::classify(req.method, result.status)
-                                 : domain::call_outcome::retryable;
+    auto outcome = domain::classify(req.method, result.status);
     fill_response(row, result, outcome);
     record(row);
     log::info(name_, "event {} {} revert {} {} {} {} {}ms attempt {}", original_event_id,
               aggregate_id, step.destination, req.method, req.url,
               result.status ? std::to_string(*result.status) : result.error,
               result.duration.count(), attempt);
-    if (outcome != domain::call_outcome::success) {
+    if (outcome != domain::attempt_outcome::success) {
       fail(outcome, *row.error_message);
       out.retry_after = domain::parse_retry_after(result.retry_after, now_unix_ms());
       return out;

@@ -4,8 +4,9 @@
 #pragma once
 
 #include "actors/messages.hpp"
+#include "client/caller.hpp"
+#include "domain/attempt.hpp"
 #include "domain/delivery.hpp"
-#include "http/caller.hpp"
 #include "persistence/outbox_repository.hpp"
 
 #include <chrono>
@@ -17,8 +18,10 @@ namespace outboxd::actors {
 
 /// How a compensation (a run of reverts) ended.
 struct compensation_result {
-  enum class kind { done, retryable, non_retryable, interrupted };
+  enum class kind { done, failed, interrupted };
   kind what = kind::done;
+  /// For `failed`: retryable or non_retryable.
+  domain::attempt_outcome failure = domain::attempt_outcome::non_retryable;
   std::string error; // "<destination>.revert: <why>" for failures
   std::optional<std::chrono::milliseconds> retry_after;
   int reverted = 0;
@@ -37,16 +40,15 @@ public:
   compensation_result compensate(std::int64_t original_event_id, const std::string& aggregate_id,
                                  const std::string& row_event_type, int attempt);
 
-  /// The delay before retry `retry`, from Retry-After when given, else backoff with jitter.
-  std::chrono::milliseconds retry_delay(int retry,
-                                        const std::optional<std::chrono::milliseconds>& retry_after,
-                                        const conf::backoff_settings& backoff);
+  /// What follows run `attempt` of `run` that failed with `outcome` (domain::decide_after_failure
+  /// with the run's retry settings, outbox.* or dlq.*, and this worker's jitter).
+  domain::next_step decide(domain::run_kind run, domain::attempt_outcome outcome, int attempt,
+                           const std::optional<std::chrono::milliseconds>& retry_after);
 
 private:
   /// How one forward call ended.
   struct step_result {
-    domain::call_outcome outcome = domain::call_outcome::success;
-    bool skipped = false; // no route matched an optional destination (counts as a success)
+    domain::attempt_outcome outcome = domain::attempt_outcome::success;
     std::string error;
     std::optional<std::chrono::milliseconds> retry_after;
     std::optional<std::string> response_json; // of a success
@@ -68,13 +70,13 @@ private:
   void run_fanout(const persistence::claimed_event& e);
   void run_cancellation(const persistence::claimed_event& e);
   /// The outbox repository on a borrowed connection, for one statement.
-  worker_connections::lease<persistence::outbox_repository> repo() {
+  persistence::worker_connections::lease<persistence::outbox_repository> repo() {
     return ctx_.db->outbox(name_);
   }
 
   const engine_context& ctx_;
   std::string name_;
-  http::caller caller_;
+  client::caller caller_;
   std::mt19937_64 rng_;
 };
 

@@ -27,7 +27,7 @@ template <class Job> void guarded(janitor* self, Job&& job) {
   try {
     job(*self->state.ctx->db);
   } catch (const std::exception& e) {
-    if (!is_connection_loss(e))
+    if (!persistence::is_connection_loss(e))
       throw;
     self->state.ctx->db->lost(tag, e);
   }
@@ -43,7 +43,7 @@ caf::behavior janitor_actor(janitor* self, context_ptr ctx) {
   return {
       [self](reap_atom) {
         const auto& s = self->state.ctx->settings;
-        guarded(self, [&](worker_connections& db) {
+        guarded(self, [&](persistence::worker_connections& db) {
           auto outbox = db.outbox(tag)->reap_expired(s.outbox.max_retries);
           auto dlq = db.dlq(tag)->reap_expired(s.dlq.max_retries);
           metrics::global().lease_expiries.inc({{"table", "outbox_events"}},
@@ -59,7 +59,7 @@ caf::behavior janitor_actor(janitor* self, context_ptr ctx) {
       },
       [self](retain_atom) {
         const auto& s = self->state.ctx->settings;
-        guarded(self, [&](worker_connections& db) {
+        guarded(self, [&](persistence::worker_connections& db) {
           int deleted = 0;
           for (int i = 0; i < retention_batches_per_run; ++i) {
             int n = db.outbox(tag)->delete_processed(s.outbox.retention, retention_batch);

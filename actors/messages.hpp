@@ -1,9 +1,9 @@
 // The actors' internal API: message atoms and the context every engine actor shares.
 #pragma once
 
-#include "actors/worker_connections.hpp"
 #include "conf/settings.hpp"
 #include "domain/restart_backoff.hpp"
+#include "persistence/worker_connections.hpp"
 
 #include <atomic>
 #include <caf/actor.hpp>
@@ -69,7 +69,7 @@ struct engine_context {
   std::string conninfo(const std::string& role) const;
   persistence::hooks_by_type hooks;
   /// The connections the workers share (outbox.connections of them).
-  std::unique_ptr<worker_connections> db;
+  std::unique_ptr<persistence::worker_connections> db;
   /// Set once shutdown begins: workers stop between calls and hand their claims back.
   std::atomic<bool> stopping{false};
   /// The listener holds a live LISTEN connection (readiness).

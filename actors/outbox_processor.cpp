@@ -1,30 +1,83 @@
-// outbox-processor-N: claim a batch, run its events one per message (so the mailbox, and with
-// it shutdown, is served between events), then claim again; idle until a wake-up or the next
-// due retry.
+// outbox-processor-N: the claim loop over outbox events, claims sized to the backlog
+// (domain::claim_sizing), idleness reported to the supervisor; and its dead-letter child,
+// restarted with a backoff when it stops.
+#include "actors/claim_loop.hpp"
 #include "actors/event_runner.hpp"
 #include "actors/workers.hpp"
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
 
 #include <caf/all.hpp>
-#include <deque>
+#include <optional>
 
 namespace outboxd::actors {
 namespace {
 
 using std::chrono::milliseconds;
 
+/// What an outbox processor claims and how it runs one event.
+class outbox_work {
+public:
+  using item = persistence::claimed_event;
+
+  outbox_work(caf::event_based_actor* self, context_ptr ctx, int index, std::string tag,
+              caf::actor supervisor)
+      : self_(self), ctx_(std::move(ctx)), index_(index), tag_(std::move(tag)),
+        supervisor_(std::move(supervisor)), claim_size_(sizing().base()),
+        runner_(std::make_unique<event_runner>(*ctx_, tag_)) {}
+
+  std::vector<item> claim() {
+    const auto& s = ctx_->settings.outbox;
+    auto now = std::chrono::steady_clock::now();
+    if (claimed_ > 0)
+      claim_size_ = sizing().next(claim_size_, claimed_, now - claimed_at_);
+    auto claimed = repo()->claim(tag_, claim_size_, s.lease_timeout);
+    claimed_ = claimed.size();
+    claimed_at_ = now;
+    return claimed;
+  }
+
+  void claimed(const std::vector<item>& claimed) {
+    if (claimed.empty()) {
+      claim_size_ = sizing().base();
+      self_->send(supervisor_, idle_atom::value, index_);
+      return;
+    }
+    log::debug(tag_, "claimed {} event(s), first {}", claimed.size(), claimed.front().id);
+    for (const auto& e : claimed)
+      metrics::global().events_claimed.inc({{"event_type", e.event_type}});
+  }
+
+  std::optional<milliseconds> next_due_in() { return repo()->next_due_in(); }
+  void run(const item& e) { runner_->run(e); }
+  bool release(const item& e) { return repo()->release(e); }
+
+private:
+  /// The outbox repository on a borrowed connection, for one statement.
+  persistence::worker_connections::lease<persistence::outbox_repository> repo() {
+    return ctx_->db->outbox(tag_);
+  }
+  domain::claim_sizing sizing() const {
+    return {ctx_->settings.outbox.batch_size, ctx_->settings.outbox.pool_size};
+  }
+
+  caf::event_based_actor* self_;
+  context_ptr ctx_;
+  int index_;
+  std::string tag_;
+  caf::actor supervisor_;
+  int claim_size_;
+  std::size_t claimed_ = 0; // events of the last claim, and when it was made
+  std::chrono::steady_clock::time_point claimed_at_;
+  std::unique_ptr<event_runner> runner_;
+};
+
 struct processor_state {
   context_ptr ctx;
   int index = 0;
   std::string tag;
   caf::actor supervisor;
-  std::unique_ptr<event_runner> runner;
-  std::deque<persistence::claimed_event> batch;
-  int claim_size = 1;
-  std::size_t claimed = 0; // events of the last claim, and when it was made
-  std::chrono::steady_clock::time_point claimed_at;
-  std::uint64_t timer = 0;
+  std::optional<claim_loop<outbox_work>> loop;
   caf::actor dlq;
   domain::restart_history dlq_restarts;
   bool stopping = false;
@@ -32,97 +85,6 @@ struct processor_state {
 };
 
 using processor = caf::stateful_actor<processor_state>;
-
-/// The outbox repository on a borrowed connection, for one statement.
-auto repo(processor* self) {
-  return self->state.ctx->db->outbox(self->state.tag);
-}
-
-void schedule(processor* self, milliseconds delay) {
-  self->delayed_send(self, delay, tick_atom::value, ++self->state.timer);
-}
-
-void handle_connection_loss(processor* self, const std::exception& e) {
-  auto& st = self->state;
-  st.ctx->db->lost(st.tag, e);
-  // The claims die with the connection's usefulness; their leases expire and the reaper
-  // hands them to a worker that can reach the database.
-  st.batch.clear();
-  schedule(self, st.ctx->db->retry_in());
-}
-
-domain::claim_sizing sizing(const conf::outbox_settings& s) {
-  return {s.batch_size, s.pool_size};
-}
-
-void claim(processor* self) {
-  auto& st = self->state;
-  if (st.stopping || st.ctx->stopping || !st.batch.empty())
-    return;
-  const auto& s = st.ctx->settings.outbox;
-  try {
-    auto now = std::chrono::steady_clock::now();
-    if (st.claimed > 0)
-      st.claim_size = sizing(s).next(st.claim_size, st.claimed, now - st.claimed_at);
-    auto claimed = repo(self)->claim(st.tag, st.claim_size, s.lease_timeout);
-    st.claimed = claimed.size();
-    st.claimed_at = now;
-    if (claimed.empty()) {
-      st.claim_size = sizing(s).base();
-      self->send(st.supervisor, idle_atom::value, st.index);
-      auto next = repo(self)->next_due_in();
-      schedule(self, next ? std::min(*next + milliseconds(1), s.poll_interval) : s.poll_interval);
-      return;
-    }
-    log::debug(st.tag, "claimed {} event(s), first {}", claimed.size(), claimed.front().id);
-    for (const auto& e : claimed)
-      metrics::global().events_claimed.inc({{"event_type", e.event_type}});
-    st.batch.assign(claimed.begin(), claimed.end());
-    self->send(self, process_atom::value);
-  } catch (const std::exception& e) {
-    if (!is_connection_loss(e))
-      throw;
-    handle_connection_loss(self, e);
-  }
-}
-
-void process_next(processor* self) {
-  auto& st = self->state;
-  if (st.batch.empty()) {
-    claim(self);
-    return;
-  }
-  auto e = st.batch.front();
-  st.batch.pop_front();
-  try {
-    if (st.ctx->stopping) {
-      repo(self)->release(e);
-    } else {
-      st.runner->run(e);
-    }
-  } catch (const std::exception& ex) {
-    if (!is_connection_loss(ex))
-      throw;
-    handle_connection_loss(self, ex);
-    return;
-  }
-  self->send(self, process_atom::value);
-}
-
-void release_batch(processor* self) {
-  auto& st = self->state;
-  if (st.batch.empty())
-    return;
-  int released = 0;
-  try {
-    for (const auto& e : st.batch)
-      released += repo(self)->release(e) ? 1 : 0;
-  } catch (const std::exception& ex) {
-    log::warn(st.tag, "could not hand back claims (their leases will expire): {}", ex.what());
-  }
-  log::info(st.tag, "handed back {} unstarted claim(s)", released);
-  st.batch.clear();
-}
 
 void start_dlq_child(processor* self) {
   auto& st = self->state;
@@ -139,16 +101,8 @@ caf::behavior outbox_processor(processor* self, context_ptr ctx, int index, caf:
   st.index = index;
   st.tag = fmt::format("outbox-processor-{}", index + 1);
   st.supervisor = std::move(supervisor);
-  st.claim_size = sizing(st.ctx->settings.outbox).base();
-  st.runner = std::make_unique<event_runner>(*st.ctx, st.tag);
-  self->set_exception_handler([self](std::exception_ptr& ep) -> caf::error {
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      log::error(self->state.tag, "crashed: {}", e.what());
-      return caf::make_error(caf::sec::runtime_error, e.what());
-    }
-  });
+  st.loop.emplace(self, st.ctx, st.tag, outbox_work(self, st.ctx, index, st.tag, st.supervisor));
+  st.loop->install_crash_handler();
   // The link to the dead-letter child is one-way in effect: its end is handled by the down
   // handler below (a restart), never by ending this processor too.
   self->set_exit_handler([self](caf::exit_msg& em) {
@@ -169,13 +123,10 @@ caf::behavior outbox_processor(processor* self, context_ptr ctx, int index, caf:
             st.ctx->settings.outbox.lease_timeout.count());
   self->send(self, wake_atom::value);
   return {
-      [self](wake_atom) { claim(self); },
-      [self](sweep_atom) { claim(self); },
-      [self](tick_atom, std::uint64_t timer) {
-        if (timer == self->state.timer)
-          claim(self);
-      },
-      [self](process_atom) { process_next(self); },
+      [self](wake_atom) { self->state.loop->claim(); },
+      [self](sweep_atom) { self->state.loop->claim(); },
+      [self](tick_atom, std::uint64_t timer) { self->state.loop->tick(timer); },
+      [self](process_atom) { self->state.loop->process_next(); },
       [self](restart_atom) {
         if (!self->state.stopping)
           start_dlq_child(self);
@@ -183,7 +134,8 @@ caf::behavior outbox_processor(processor* self, context_ptr ctx, int index, caf:
       [self](stop_atom) -> caf::result<bool> {
         auto& st = self->state;
         st.stopping = true;
-        release_batch(self);
+        if (auto released = st.loop->stop())
+          log::info(st.tag, "handed back {} unstarted claim(s)", *released);
         auto rp = self->make_response_promise<bool>();
         auto finish = [self, rp]() mutable {
           log::info(self->state.tag, "stopped");

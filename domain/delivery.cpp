@@ -2,9 +2,10 @@
 // Pure functions; the caller supplies the clock reading and the jitter.
 #include "domain/delivery.hpp"
 
+#include "domain/url.hpp"
+
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <fmt/format.h>
@@ -144,25 +145,6 @@ bool unreserved(unsigned char c) {
          c == '_' || c == '.' || c == '~';
 }
 
-// std::isalnum as in template_placeholders, so both agree on what a placeholder is.
-bool identifier(std::string_view name) {
-  if (name.empty())
-    return false;
-  for (unsigned char c : name)
-    if (!std::isalnum(c) && c != '_')
-      return false;
-  return true;
-}
-
-/// Where the path of `url` starts: after "scheme://authority", or 0 for a relative URL.
-std::size_t path_start(std::string_view url) {
-  auto scheme = url.find("://");
-  if (scheme == std::string_view::npos)
-    return 0;
-  auto slash = url.find('/', scheme + 3);
-  return slash == std::string_view::npos ? url.size() : slash;
-}
-
 std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
   // Howard Hinnant's algorithm: proleptic Gregorian calendar, 1970-01-01 is day 0.
   y -= m <= 2;
@@ -297,51 +279,39 @@ std::string percent_encode_segment(std::string_view value) {
 
 expected<std::string> fill_url(std::string_view url_template,
                                const std::map<std::string, std::string>& params) {
-  // Same placeholder rule as template_placeholders: `{` identifier `}`, anything else is text.
   std::string out;
-  std::size_t path = path_start(url_template);
+  const std::size_t path = split_url(url_template).origin.size();
   std::size_t pos = 0;
-  while (pos < url_template.size()) {
-    auto open = url_template.find('{', pos);
-    auto close = open == std::string_view::npos ? open : url_template.find('}', open + 1);
-    if (close == std::string_view::npos) {
-      out += url_template.substr(pos);
-      break;
-    }
-    auto name = url_template.substr(open + 1, close - open - 1);
-    if (!identifier(name)) {
-      out += url_template.substr(pos, open + 1 - pos);
-      pos = open + 1;
-      continue;
-    }
+  for (auto ph = next_placeholder(url_template); ph; ph = next_placeholder(url_template, pos)) {
     // A value in the scheme or authority would choose the host, which encoding cannot prevent.
-    if (open < path)
+    if (ph->begin < path)
       return error{fmt::format("url template '{}' has placeholder {{{}}} outside the path",
-                               url_template, name)};
-    auto it = params.find(std::string(name));
+                               url_template, ph->name)};
+    auto it = params.find(std::string(ph->name));
     if (it == params.end())
-      return error{fmt::format("url placeholder {{{}}} has no value", name)};
+      return error{fmt::format("url placeholder {{{}}} has no value", ph->name)};
     // An empty segment would turn /orders/{id}/cancel into /orders//cancel: another resource.
     if (it->second.empty())
-      return error{fmt::format("url placeholder {{{}}} has an empty value", name)};
-    out += url_template.substr(pos, open - pos);
+      return error{fmt::format("url placeholder {{{}}} has an empty value", ph->name)};
+    out += url_template.substr(pos, ph->begin - pos);
     out += percent_encode_segment(it->second);
-    pos = close + 1;
+    pos = ph->end;
   }
+  out += url_template.substr(pos);
   return out;
 }
 
-call_outcome classify(std::string_view method, std::optional<int> status) {
+attempt_outcome classify(std::string_view method, std::optional<int> status) {
   if (!status)
-    return call_outcome::retryable;
+    return attempt_outcome::retryable;
   int s = *status;
   if (s >= 200 && s <= 299)
-    return call_outcome::success;
+    return attempt_outcome::success;
   if (s == 404 && upper_case_equals(method, "DELETE"))
-    return call_outcome::success;
+    return attempt_outcome::success;
   if (s == 408 || s == 425 || s == 429 || (s >= 500 && s <= 599))
-    return call_outcome::retryable;
-  return call_outcome::non_retryable;
+    return attempt_outcome::retryable;
+  return attempt_outcome::non_retryable;
 }
 
 std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view header,

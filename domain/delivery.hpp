@@ -2,6 +2,7 @@
 // how to classify the answer, and how long to wait before a retry. Pure functions.
 #pragma once
 
+#include "domain/attempt.hpp"
 #include "domain/expected.hpp"
 #include "domain/routing.hpp"
 
@@ -52,13 +53,11 @@ std::string percent_encode_segment(std::string_view value);
 expected<std::string> fill_url(std::string_view url_template,
                                const std::map<std::string, std::string>& params);
 
-/// How a call ended, for retry decisions.
-enum class call_outcome { success, retryable, non_retryable };
-
+/// How an answered (or failed) call ended, for retry decisions; never `skipped`:
 /// 2xx → success; DELETE + 404 → success (already gone); 408, 425, 429, 5xx → retryable; other
 /// statuses → non_retryable. `status` is nullopt for transport errors (refused, reset, timeout),
 /// which are retryable.
-call_outcome classify(std::string_view method, std::optional<int> status);
+attempt_outcome classify(std::string_view method, std::optional<int> status);
 
 /// Parses a Retry-After header value: delta-seconds ("120") or an HTTP-date (IMF-fixdate,
 /// "Wed, 21 Oct 2015 07:28:00 GMT") relative to `now_unix_ms`. nullopt when empty or

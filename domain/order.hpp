@@ -1,5 +1,5 @@
 // The order aggregate: its states and transitions, request validation, and the outbox events it
-// emits (SPEC sections 3 and 4).
+// emits (one payload per destination of their fan-out).
 #pragma once
 
 #include <cstdint>
@@ -140,7 +140,8 @@ inline constexpr std::string_view order_created = "OrderCreated";
 inline constexpr std::string_view order_status_updated = "OrderStatusUpdated";
 inline constexpr std::string_view order_cancellation = "!OrderCreated";
 
-/// `OrderCreated` with the inventory, fraudCheck, shipping and billing payloads of SPEC 4.
+/// `OrderCreated` with one payload each for the inventory, fraudCheck, shipping and billing
+/// destinations.
 event_draft order_created_event(const order& o, const std::vector<order_item>& items);
 /// `OrderStatusUpdated` with the notifications payload.
 event_draft order_status_updated_event(std::int64_t order_id, order_status from, order_status to);

@@ -26,9 +26,9 @@ struct event_record {
   std::optional<std::string> processed_at;
 };
 
-/// One HTTP attempt (a row of aggregate_results).
-struct attempt_record {
-  std::int64_t id = 0;
+/// What one HTTP attempt did: the columns of an aggregate_results row that the engine writes,
+/// but the outcome (an attempt_outcome for the engine, its stored text for the API's reader).
+struct attempt_columns {
   std::int64_t event_id = 0;
   std::string aggregate_id;
   std::string event_type;
@@ -42,9 +42,14 @@ struct attempt_record {
   std::optional<int> response_status;
   std::optional<std::string> response_payload_json;
   std::optional<std::string> response_text;
-  std::string outcome; // success | retryable | non_retryable | skipped
   std::optional<std::string> error_message;
   std::optional<int> duration_ms;
+};
+
+/// One HTTP attempt read back (a row of aggregate_results).
+struct attempt_record : attempt_columns {
+  std::int64_t id = 0;
+  std::string outcome; // to_string(attempt_outcome): success | retryable | non_retryable | skipped
   std::string published_at;
 };
 

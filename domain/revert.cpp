@@ -3,9 +3,9 @@
 #include "domain/revert.hpp"
 
 #include "domain/delivery.hpp"
+#include "domain/url.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <fmt/format.h>
 #include <map>
 #include <rapidjson/stringbuffer.h>
@@ -19,29 +19,6 @@ using allocator = rapidjson::Document::AllocatorType;
 
 std::string_view view(const rapidjson::Value& v) {
   return {v.GetString(), v.GetStringLength()};
-}
-
-/// A `{name}` placeholder found in a template, with the same rule as template_placeholders.
-struct placeholder {
-  std::size_t begin = 0; // the '{'
-  std::size_t end = 0;   // one past the '}'
-  std::string_view name;
-};
-
-std::optional<placeholder> next_placeholder(std::string_view text, std::size_t from) {
-  while ((from = text.find('{', from)) != std::string_view::npos) {
-    auto close = text.find('}', from + 1);
-    if (close == std::string_view::npos)
-      return std::nullopt;
-    auto name = text.substr(from + 1, close - from - 1);
-    bool ident = !name.empty();
-    for (char c : name)
-      ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
-    if (ident)
-      return placeholder{from, close + 1, name};
-    ++from;
-  }
-  return std::nullopt;
 }
 
 bool is_delimiter(char c) {

@@ -1,7 +1,7 @@
 // Operator names and template placeholder scanning for the routing configuration.
 #include "domain/routing.hpp"
 
-#include <cctype>
+#include "domain/url.hpp"
 
 namespace outboxd::domain {
 
@@ -23,19 +23,7 @@ std::optional<condition_operator> parse_condition_operator(std::string_view name
 
 std::vector<std::string> template_placeholders(std::string_view text) {
   std::vector<std::string> out;
-  std::size_t pos = 0;
-  while ((pos = text.find('{', pos)) != std::string_view::npos) {
-    auto end = text.find('}', pos + 1);
-    if (end == std::string_view::npos)
-      break;
-    auto name = text.substr(pos + 1, end - pos - 1);
-    bool ident = !name.empty();
-    for (char c : name)
-      ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
-    if (ident)
-      out.emplace_back(name);
-    pos = ident ? end + 1 : pos + 1;
-  }
+  for_each_placeholder(text, [&](const placeholder& ph) { out.emplace_back(ph.name); });
   return out;
 }
 

@@ -11,13 +11,28 @@ namespace {
 
 constexpr auto acquire_wait = std::chrono::seconds(10);
 
-bool is_connection_failure(const pqxx::sql_error& e) {
-  // Class 08: connection exception; 57P0x: the server is shutting down or was restarted.
-  const auto& state = e.sqlstate();
-  return state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0;
+/// The text of a store_unavailable for a connection loss.
+std::string loss_message(const std::exception& e) {
+  if (dynamic_cast<const pqxx::broken_connection*>(&e))
+    return fmt::format("database connection lost: {}", e.what());
+  // The commit may or may not have happened: the caller must re-read, never blindly redo.
+  if (dynamic_cast<const pqxx::in_doubt_error*>(&e))
+    return fmt::format("database commit outcome unknown: {}", e.what());
+  return fmt::format("database unavailable: {}", e.what());
 }
 
 } // namespace
+
+bool is_connection_loss(const std::exception& e) {
+  if (dynamic_cast<const pqxx::broken_connection*>(&e) ||
+      dynamic_cast<const pqxx::in_doubt_error*>(&e))
+    return true;
+  if (auto* sql = dynamic_cast<const pqxx::sql_error*>(&e)) {
+    const auto& state = sql->sqlstate();
+    return state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0;
+  }
+  return false;
+}
 
 std::string make_conninfo(const std::string& url, std::chrono::milliseconds connect_timeout,
                           const std::string& application_name) {
@@ -81,27 +96,20 @@ void connection_pool::discard_all(slot s) {
 void connection_pool::handle_failure(slot s, std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
-  } catch (const pqxx::broken_connection& ex) {
+  } catch (const std::exception& ex) {
+    const bool lost = is_connection_loss(ex);
+    // An empty slot was already counted out by discard_all.
     if (s.conn) {
-      s.conn.reset();
+      if (lost)
+        s.conn.reset(); // never handed out again
       release(std::move(s));
     }
-    throw domain::store_unavailable(fmt::format("database connection lost: {}", ex.what()));
-  } catch (const pqxx::in_doubt_error& ex) {
-    // The commit may or may not have happened: the caller must re-read, never blindly redo.
-    s.conn.reset();
-    release(std::move(s));
-    throw domain::store_unavailable(fmt::format("database commit outcome unknown: {}", ex.what()));
-  } catch (const pqxx::sql_error& ex) {
-    if (is_connection_failure(ex)) {
-      s.conn.reset();
-      release(std::move(s));
-      throw domain::store_unavailable(fmt::format("database unavailable: {}", ex.what()));
-    }
-    release(std::move(s));
-    throw;
+    if (!lost)
+      throw;
+    throw domain::store_unavailable(loss_message(ex));
   } catch (...) {
-    release(std::move(s));
+    if (s.conn)
+      release(std::move(s));
     throw;
   }
 }

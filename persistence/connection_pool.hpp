@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,11 @@
 #include <vector>
 
 namespace outboxd::persistence {
+
+/// The one connection-loss rule of every connection outboxd opens: the connection is gone
+/// (pqxx::broken_connection), a commit's outcome is unknown (pqxx::in_doubt_error), or the server
+/// reports a connection exception (SQLSTATE class 08) or is shutting down or restarting (57P).
+bool is_connection_loss(const std::exception& e);
 
 /// A named SQL statement, prepared on every connection of the pool that runs it.
 struct statement {

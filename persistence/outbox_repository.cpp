@@ -204,7 +204,8 @@ void outbox_repository::record_attempt(const attempt_row& a) {
   tx.exec_prepared("outbox_record_attempt", a.event_id, a.aggregate_id, a.event_type, a.destination,
                    a.fanout_order, a.attempt, a.endpoint_url, a.http_method, a.idempotency_key,
                    a.request_payload_json, a.response_status, a.response_payload_json,
-                   a.response_text, a.outcome, a.error_message, a.duration_ms);
+                   a.response_text, std::string(domain::to_string(a.outcome)), a.error_message,
+                   a.duration_ms);
 }
 
 std::vector<stored_success> outbox_repository::successes(std::int64_t event_id) {
@@ -297,8 +298,9 @@ bool outbox_repository::complete(const claimed_event& e,
   return tx.exec_prepared1(statement, e.id, e.lease_token, reason, a.event_id, a.aggregate_id,
                            a.event_type, a.destination, a.fanout_order, a.attempt, a.endpoint_url,
                            a.http_method, a.idempotency_key, a.request_payload_json,
-                           a.response_status, a.response_payload_json, a.response_text, a.outcome,
-                           a.error_message, a.duration_ms)[0]
+                           a.response_status, a.response_payload_json, a.response_text,
+                           std::string(domain::to_string(a.outcome)), a.error_message,
+                           a.duration_ms)[0]
              .as<int>() == 1;
 }
 

@@ -3,6 +3,7 @@
 // worker connection.
 #pragma once
 
+#include "domain/attempt.hpp"
 #include "domain/order.hpp"
 #include "domain/outbox.hpp"
 #include "persistence/aggregate_hooks.hpp"
@@ -32,7 +33,9 @@ struct claimed_event {
 };
 
 /// One HTTP attempt to record (id and published_at are set by the database).
-using attempt_row = domain::attempt_record;
+struct attempt_row : domain::attempt_columns {
+  domain::attempt_outcome outcome = domain::attempt_outcome::success;
+};
 
 /// The latest successful attempt of one destination of an event.
 struct stored_success {

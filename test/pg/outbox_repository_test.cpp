@@ -40,7 +40,7 @@ long long add_event(const std::string& aggregate, const std::string& type = "Ord
 /// An attempt row of event `id` of order `aggregate`, for `destination`.
 persistence::attempt_row attempt_of(long long id, const std::string& aggregate,
                                     const std::string& destination, int attempt,
-                                    std::optional<int> status, const std::string& outcome) {
+                                    std::optional<int> status, domain::attempt_outcome outcome) {
   persistence::attempt_row row;
   row.event_id = id;
   row.aggregate_id = aggregate;
@@ -198,7 +198,7 @@ TEST_CASE_FIXTURE(fixture, "a claim tells whether earlier runs of the event left
   auto first = a.claim("a", 1, 60s);
   REQUIRE(first.size() == 1);
   CHECK_FALSE(first[0].has_results); // a first run has nothing to resume from
-  a.record_attempt(attempt_of(id, "8", "inventory", 1, 200, "success"));
+  a.record_attempt(attempt_of(id, "8", "inventory", 1, 200, domain::attempt_outcome::success));
   REQUIRE(a.release(first[0]));
   auto again = b.claim("b", 1, 60s);
   REQUIRE(again.size() == 1);
@@ -227,11 +227,11 @@ TEST_CASE_FIXTURE(fixture,
   row.endpoint_url = "http://sim/api/inventory/reserve";
   row.http_method = "POST";
   row.destination = "inventory";
-  row.outcome = "retryable";
+  row.outcome = domain::attempt_outcome::retryable;
   row.response_status = 503;
   row.error_message = "HTTP 503";
   a.record_attempt(row);
-  row.outcome = "success";
+  row.outcome = domain::attempt_outcome::success;
   row.response_status = 200;
   row.response_payload_json = R"({"reservationId":"RES-1"})";
   row.request_payload_json = R"({"orderId":3})";
@@ -364,7 +364,8 @@ TEST_CASE_FIXTURE(fixture,
   auto claimed = a.claim("a", 1, 60s);
   REQUIRE(claimed.size() == 1);
   CHECK(show().as<std::string>() == "on");
-  a.record_attempt(attempt_of(id, "9", "inventory", 1, std::nullopt, "success"));
+  a.record_attempt(
+      attempt_of(id, "9", "inventory", 1, std::nullopt, domain::attempt_outcome::success));
   CHECK(show().as<std::string>() == "on");
   CHECK(count_rows(db(), "aggregate_results") == 1);
 }
@@ -372,9 +373,10 @@ TEST_CASE_FIXTURE(fixture,
 TEST_CASE_FIXTURE(fixture,
                   "step states count the event's own runs, not a compensation's re-sends") {
   auto id = add_event("10");
-  a.record_attempt(attempt_of(id, "10", "billing", 1, 503, "retryable")); // run 1
+  a.record_attempt(
+      attempt_of(id, "10", "billing", 1, 503, domain::attempt_outcome::retryable)); // run 1
   // a re-send after the event's 2 runs
-  a.record_attempt(attempt_of(id, "10", "billing", 3, 503, "retryable"));
+  a.record_attempt(attempt_of(id, "10", "billing", 3, 503, domain::attempt_outcome::retryable));
   auto states = a.step_states(id, 2);
   REQUIRE(states.count("billing") == 1);
   CHECK(states["billing"].state == domain::step_state::answered);

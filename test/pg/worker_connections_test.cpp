@@ -1,7 +1,7 @@
 // The workers' shared connections on a real PostgreSQL: a worker keeps its own connection while
 // there are enough, the busy ones are shared, a failed statement drops its connection, and an
 // unreachable database is reported as a connection loss with a growing retry delay.
-#include "actors/worker_connections.hpp"
+#include "persistence/worker_connections.hpp"
 #include "test/support/test_db.hpp"
 
 #include <atomic>
@@ -31,11 +31,12 @@ struct counted_pool {
             },
             size, {}) {}
   std::atomic<int> opened{0};
-  actors::worker_connections pool;
+  persistence::worker_connections pool;
 };
 
 /// The session a lease borrowed, by its repository's address.
-const void* borrowed(const actors::worker_connections::lease<persistence::outbox_repository>& l) {
+const void*
+borrowed(const persistence::worker_connections::lease<persistence::outbox_repository>& l) {
   return l.operator->();
 }
 
@@ -117,7 +118,7 @@ TEST_CASE("an unreachable database is a connection loss with a growing retry del
     p.pool.outbox("test");
     FAIL("connecting to a closed port succeeded");
   } catch (const std::exception& e) {
-    CHECK(actors::is_connection_loss(e));
+    CHECK(persistence::is_connection_loss(e));
   }
   CHECK(p.pool.retry_in() == 500ms);
   // Many workers failing at once raise the delay once per wait, not once each.

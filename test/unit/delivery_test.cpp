@@ -512,33 +512,33 @@ TEST_CASE("no hostile value can add a segment, climb, start a query or fragment,
 
 TEST_CASE("2xx answers are successes") {
   for (int status : {200, 201, 202, 204, 299})
-    CHECK_MESSAGE(classify("POST", status) == call_outcome::success, status);
-  CHECK(classify("DELETE", 204) == call_outcome::success);
+    CHECK_MESSAGE(classify("POST", status) == attempt_outcome::success, status);
+  CHECK(classify("DELETE", 204) == attempt_outcome::success);
 }
 
 TEST_CASE("404 on DELETE means already gone, on anything else it is final") {
-  CHECK(classify("DELETE", 404) == call_outcome::success);
-  CHECK(classify("delete", 404) == call_outcome::success);
-  CHECK(classify("POST", 404) == call_outcome::non_retryable);
-  CHECK(classify("PUT", 404) == call_outcome::non_retryable);
-  CHECK(classify("DELETE", 410) == call_outcome::non_retryable);
+  CHECK(classify("DELETE", 404) == attempt_outcome::success);
+  CHECK(classify("delete", 404) == attempt_outcome::success);
+  CHECK(classify("POST", 404) == attempt_outcome::non_retryable);
+  CHECK(classify("PUT", 404) == attempt_outcome::non_retryable);
+  CHECK(classify("DELETE", 410) == attempt_outcome::non_retryable);
 }
 
 TEST_CASE("408, 425, 429 and every 5xx are retryable") {
   for (int status : {408, 425, 429, 500, 501, 502, 503, 504, 599})
-    CHECK_MESSAGE(classify("POST", status) == call_outcome::retryable, status);
-  CHECK(classify("DELETE", 503) == call_outcome::retryable);
+    CHECK_MESSAGE(classify("POST", status) == attempt_outcome::retryable, status);
+  CHECK(classify("DELETE", 503) == attempt_outcome::retryable);
 }
 
 TEST_CASE("a transport error without a status is retryable") {
-  CHECK(classify("POST", std::nullopt) == call_outcome::retryable);
-  CHECK(classify("DELETE", std::nullopt) == call_outcome::retryable);
+  CHECK(classify("POST", std::nullopt) == attempt_outcome::retryable);
+  CHECK(classify("DELETE", std::nullopt) == attempt_outcome::retryable);
 }
 
 TEST_CASE("other 4xx, 3xx, 1xx and out-of-range statuses are non-retryable") {
   for (int status : {400, 401, 403, 404, 405, 409, 410, 413, 422, 426, 451, 499,
                      300, 301, 302, 304, 307, 308, 100, 199, 0,   -1,  600, 999})
-    CHECK_MESSAGE(classify("POST", status) == call_outcome::non_retryable, status);
+    CHECK_MESSAGE(classify("POST", status) == attempt_outcome::non_retryable, status);
 }
 
 TEST_CASE("Retry-After delta-seconds parse, with surrounding blanks allowed") {

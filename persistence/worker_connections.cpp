@@ -1,30 +1,19 @@
 // The workers' shared connections. Reconnect policy: 250 ms, doubling (at most once per wait) up to
 // 10 s while connecting fails; back to 250 ms once a connection opens.
-#include "actors/worker_connections.hpp"
+#include "persistence/worker_connections.hpp"
 
 #include "log/log.hpp"
 
 #include <algorithm>
 
-namespace outboxd::actors {
+namespace outboxd::persistence {
 namespace {
 constexpr std::chrono::milliseconds first_backoff{250};
 constexpr std::chrono::milliseconds max_backoff{10000};
 } // namespace
 
-bool is_connection_loss(const std::exception& e) {
-  if (dynamic_cast<const pqxx::broken_connection*>(&e) ||
-      dynamic_cast<const pqxx::in_doubt_error*>(&e))
-    return true;
-  if (auto* sql = dynamic_cast<const pqxx::sql_error*>(&e)) {
-    const auto& state = sql->sqlstate();
-    return state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0;
-  }
-  return false;
-}
-
 worker_connections::worker_connections(std::function<std::string(int)> conninfo, int size,
-                                       persistence::hooks_by_type hooks)
+                                       hooks_by_type hooks)
     : conninfo_(std::move(conninfo)), hooks_(std::move(hooks)), size_(size) {}
 
 worker_connections::~worker_connections() = default;
@@ -82,15 +71,13 @@ void worker_connections::give_back(std::unique_ptr<session> s, bool drop) {
   available_.notify_one();
 }
 
-worker_connections::lease<persistence::outbox_repository>
-worker_connections::outbox(const std::string& who) {
+worker_connections::lease<outbox_repository> worker_connections::outbox(const std::string& who) {
   auto s = take(who);
   auto* repo = &s->outbox;
   return {this, std::move(s), repo};
 }
 
-worker_connections::lease<persistence::dlq_repository>
-worker_connections::dlq(const std::string& who) {
+worker_connections::lease<dlq_repository> worker_connections::dlq(const std::string& who) {
   auto s = take(who);
   auto* repo = &s->dlq;
   return {this, std::move(s), repo};
@@ -112,4 +99,4 @@ std::chrono::milliseconds worker_connections::retry_in() const {
   return backoff_;
 }
 
-} // namespace outboxd::actors
+} // namespace outboxd::persistence

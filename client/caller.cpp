@@ -1,46 +1,33 @@
 // Outgoing calls over cpp-httplib. Connections are reused across calls (keep-alive); a failed
 // call drops its connection so the next one starts clean.
-#include "http/caller.hpp"
+#include "client/caller.hpp"
+
+#include "domain/url.hpp"
 
 #include <httplib.h>
 
-namespace outboxd::http {
+namespace outboxd::client {
 namespace {
 
+/// The operator's words for a transport error; httplib's own for the rare others.
 std::string describe(httplib::Error e) {
-  switch (e) {
-  case httplib::Error::Connection:
-    return "connection failed";
-  case httplib::Error::ConnectionTimeout:
-    return "connect timeout";
-  case httplib::Error::Read:
-    return "read failed or timed out";
-  case httplib::Error::Write:
-    return "write failed";
-  case httplib::Error::ExceedRedirectCount:
-    return "too many redirects";
-  case httplib::Error::Canceled:
-    return "canceled";
-  case httplib::Error::SSLConnection:
-    return "TLS connection failed";
-  case httplib::Error::SSLServerVerification:
-    return "TLS server verification failed";
-  default:
-    return httplib::to_string(e);
-  }
+  static constexpr std::pair<httplib::Error, const char*> words[] = {
+      {httplib::Error::Connection, "connection failed"},
+      {httplib::Error::ConnectionTimeout, "connect timeout"},
+      {httplib::Error::Read, "read failed or timed out"},
+      {httplib::Error::Write, "write failed"},
+      {httplib::Error::ExceedRedirectCount, "too many redirects"},
+      {httplib::Error::Canceled, "canceled"},
+      {httplib::Error::SSLConnection, "TLS connection failed"},
+      {httplib::Error::SSLServerVerification, "TLS server verification failed"},
+  };
+  for (const auto& [error, text] : words)
+    if (error == e)
+      return text;
+  return httplib::to_string(e);
 }
 
 } // namespace
-
-std::pair<std::string, std::string> split_url(const std::string& url) {
-  auto scheme_end = url.find("://");
-  if (scheme_end == std::string::npos)
-    return {"", url};
-  auto path_start = url.find('/', scheme_end + 3);
-  if (path_start == std::string::npos)
-    return {url, "/"};
-  return {url.substr(0, path_start), url.substr(path_start)};
-}
 
 caller::caller() = default;
 caller::~caller() = default;
@@ -59,7 +46,9 @@ httplib::Client& caller::client_for(const std::string& origin) {
 call_result caller::call(const call_request& request) {
   auto started = std::chrono::steady_clock::now();
   call_result out;
-  auto [origin, path] = split_url(request.url);
+  auto parts = domain::split_url(request.url);
+  const std::string origin(parts.origin);
+  const std::string path = parts.path.empty() ? "/" : std::string(parts.path);
   if (origin.empty()) {
     out.error = "not an absolute URL: " + request.url;
     return out;
@@ -101,4 +90,4 @@ call_result caller::call(const call_request& request) {
   return out;
 }
 
-} // namespace outboxd::http
+} // namespace outboxd::client

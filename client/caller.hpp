@@ -15,8 +15,9 @@ namespace httplib {
 class Client;
 }
 
-namespace outboxd::http {
+namespace outboxd::client {
 
+/// One outgoing call.
 struct call_request {
   std::string method; // GET POST PUT PATCH DELETE HEAD
   std::string url;    // absolute http(s) URL
@@ -26,6 +27,7 @@ struct call_request {
   std::chrono::milliseconds read_timeout{5000};
 };
 
+/// How a call went: the answer, or the transport error.
 struct call_result {
   std::optional<int> status; // nullopt: transport error (see error)
   std::string body;
@@ -35,6 +37,7 @@ struct call_result {
   std::chrono::milliseconds duration{0};
 };
 
+/// Keep-alive connections by origin; one per worker.
 class caller {
 public:
   caller();
@@ -50,7 +53,4 @@ private:
   std::map<std::string, std::unique_ptr<httplib::Client>> clients_;
 };
 
-/// Splits an absolute URL into origin ("http://host:port") and path-with-query ("/a?b").
-std::pair<std::string, std::string> split_url(const std::string& url);
-
-} // namespace outboxd::http
+} // namespace outboxd::client

@@ -4,6 +4,7 @@
 // and, while the database cannot be reached, retried after a capped exponential backoff.
 #pragma once
 
+#include "persistence/connection_pool.hpp"
 #include "persistence/dlq_repository.hpp"
 #include "persistence/outbox_repository.hpp"
 
@@ -18,23 +19,22 @@
 #include <thread>
 #include <vector>
 
-namespace outboxd::actors {
+namespace outboxd::persistence {
 
 class worker_connections {
   /// One connection and the repositories prepared on it.
   struct session {
-    session(const std::string& conninfo, const persistence::hooks_by_type& hooks)
+    session(const std::string& conninfo, const hooks_by_type& hooks)
         : conn(conninfo), outbox(conn, hooks), dlq(conn, hooks) {}
     pqxx::connection conn;
-    persistence::outbox_repository outbox;
-    persistence::dlq_repository dlq;
+    outbox_repository outbox;
+    dlq_repository dlq;
     std::thread::id last_user;
   };
 
 public:
   /// `conninfo(n)` is the connection string of the n-th connection opened (1, 2, ...).
-  worker_connections(std::function<std::string(int)> conninfo, int size,
-                     persistence::hooks_by_type hooks);
+  worker_connections(std::function<std::string(int)> conninfo, int size, hooks_by_type hooks);
   ~worker_connections();
   worker_connections(const worker_connections&) = delete;
   worker_connections& operator=(const worker_connections&) = delete;
@@ -72,8 +72,8 @@ public:
   /// waits while all are in use. So a worker keeps its connection while there are enough, and the
   /// backends' caches stay warm. Throws pqxx::broken_connection while the database cannot be
   /// reached (logged once per outage, under `who`).
-  lease<persistence::outbox_repository> outbox(const std::string& who);
-  lease<persistence::dlq_repository> dlq(const std::string& who);
+  lease<outbox_repository> outbox(const std::string& who);
+  lease<dlq_repository> dlq(const std::string& who);
 
   /// A statement of `who` failed because its connection was lost: logged once per outage; the
   /// idle connections are dropped too (they most likely died with it).
@@ -87,7 +87,7 @@ private:
   void give_back(std::unique_ptr<session> s, bool drop);
 
   std::function<std::string(int)> conninfo_;
-  persistence::hooks_by_type hooks_;
+  hooks_by_type hooks_;
   mutable std::mutex mutex_;
   std::condition_variable available_;
   std::vector<std::unique_ptr<session>> idle_;
@@ -99,7 +99,4 @@ private:
   std::chrono::steady_clock::time_point backoff_raised_;
 };
 
-/// True for exceptions that mean "the connection is gone or the server is restarting".
-bool is_connection_loss(const std::exception& e);
-
-} // namespace outboxd::actors
+} // namespace outboxd::persistence

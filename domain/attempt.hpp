@@ -1,0 +1,67 @@
+// The engine's decisions about attempts: how one ended (the outcome of a call or step), and what
+// a run does next when it failed: retry after a delay, dead-letter with a reason, or give up its
+// compensation. Pure functions; the caller supplies the jitter.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string_view>
+
+namespace outboxd::domain {
+
+/// How one attempt of a step ended. `skipped`: no route matched an optional destination, which
+/// counts as done.
+enum class attempt_outcome { success, retryable, non_retryable, skipped };
+
+/// The stored and reported name: "success", "retryable", "non_retryable", "skipped".
+std::string_view to_string(attempt_outcome outcome);
+
+/// The outcome named `name` (as to_string writes it); nullopt for any other text.
+std::optional<attempt_outcome> parse_attempt_outcome(std::string_view name);
+
+/// Whether a step with this outcome is done: a success, or a skip.
+constexpr bool is_done(attempt_outcome outcome) {
+  return outcome == attempt_outcome::success || outcome == attempt_outcome::skipped;
+}
+
+/// Why an event went to the dead-letter queue.
+enum class dead_letter_reason { max_retries_exceeded, non_retryable_error, cancellation_failed };
+
+/// The stored and reported name: "MAX_RETRIES_EXCEEDED", "NON_RETRYABLE_ERROR",
+/// "CANCELLATION_FAILED".
+std::string_view to_string(dead_letter_reason reason);
+
+/// What kind of run failed: the fan-out of a forward event, the compensation of a cancellation
+/// event, or the compensation of a dead letter.
+enum class run_kind { fanout, cancellation, compensation };
+
+/// How many retries a run may have and how long it waits before each.
+struct retry_budget {
+  int max_retries = 0;
+  std::chrono::milliseconds base{0}; // backoff of the first retry
+  std::chrono::milliseconds max{0};  // no delay is longer
+};
+
+/// What follows a failed run.
+struct next_step {
+  enum class kind {
+    retry,       // try the run again after `delay`
+    dead_letter, // the event goes to the dead-letter queue for `reason`
+    fail,        // the dead letter's compensation failed for good: the order needs attention
+  };
+  kind what = kind::fail;
+  std::chrono::milliseconds delay{0};                                  // for retry
+  dead_letter_reason reason = dead_letter_reason::non_retryable_error; // for dead_letter
+};
+
+/// The decision after run number `attempt` (1 = the first run) ended with `outcome`. A retryable
+/// outcome is retried while `attempt` <= budget.max_retries, after retry_delay(attempt,
+/// `retry_after`, budget.base, budget.max, `jitter`). Otherwise a fan-out is dead-lettered
+/// (MAX_RETRIES_EXCEEDED when it was retryable, else NON_RETRYABLE_ERROR), a cancellation is
+/// dead-lettered as CANCELLATION_FAILED, and a dead letter's compensation fails. Any outcome but
+/// `retryable` is final.
+next_step decide_after_failure(run_kind run, attempt_outcome outcome, int attempt,
+                               const retry_budget& budget,
+                               std::optional<std::chrono::milliseconds> retry_after, double jitter);
+
+} // namespace outboxd::domain

@@ -1,0 +1,111 @@
+// The engine's attempt decisions: outcome names at the storage edge, and what follows a failed
+// fan-out, cancellation or dead-letter compensation.
+#include "domain/attempt.hpp"
+#include "domain/delivery.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace outboxd::domain;
+using namespace std::chrono_literals;
+
+namespace {
+
+const retry_budget budget{3, 1000ms, 60000ms};
+
+} // namespace
+
+TEST_CASE("attempt outcomes are stored by the names the result table and the API use") {
+  CHECK(to_string(attempt_outcome::success) == "success");
+  CHECK(to_string(attempt_outcome::retryable) == "retryable");
+  CHECK(to_string(attempt_outcome::non_retryable) == "non_retryable");
+  CHECK(to_string(attempt_outcome::skipped) == "skipped");
+  for (auto o : {attempt_outcome::success, attempt_outcome::retryable,
+                 attempt_outcome::non_retryable, attempt_outcome::skipped})
+    CHECK(parse_attempt_outcome(to_string(o)) == o);
+  CHECK_FALSE(parse_attempt_outcome("SUCCESS"));
+  CHECK_FALSE(parse_attempt_outcome(""));
+}
+
+TEST_CASE("a success and a skip finish a step; the failures do not") {
+  CHECK(is_done(attempt_outcome::success));
+  CHECK(is_done(attempt_outcome::skipped));
+  CHECK_FALSE(is_done(attempt_outcome::retryable));
+  CHECK_FALSE(is_done(attempt_outcome::non_retryable));
+}
+
+TEST_CASE("dead-letter reasons have their stored names") {
+  CHECK(to_string(dead_letter_reason::max_retries_exceeded) == "MAX_RETRIES_EXCEEDED");
+  CHECK(to_string(dead_letter_reason::non_retryable_error) == "NON_RETRYABLE_ERROR");
+  CHECK(to_string(dead_letter_reason::cancellation_failed) == "CANCELLATION_FAILED");
+}
+
+TEST_CASE("a retryable failure is retried while the budget lasts, with the backoff delay") {
+  for (auto run : {run_kind::fanout, run_kind::cancellation, run_kind::compensation}) {
+    for (int attempt = 1; attempt <= budget.max_retries; ++attempt) {
+      auto next =
+          decide_after_failure(run, attempt_outcome::retryable, attempt, budget, std::nullopt, 1.0);
+      CHECK(next.what == next_step::kind::retry);
+      CHECK(next.delay == retry_delay(attempt, std::nullopt, budget.base, budget.max, 1.0));
+    }
+  }
+  // The first retry waits base (jitter 1.0), the third four times as long; jitter 0 halves it.
+  CHECK(decide_after_failure(run_kind::fanout, attempt_outcome::retryable, 1, budget, std::nullopt,
+                             1.0)
+            .delay == 1000ms);
+  CHECK(decide_after_failure(run_kind::fanout, attempt_outcome::retryable, 3, budget, std::nullopt,
+                             1.0)
+            .delay == 4000ms);
+  CHECK(decide_after_failure(run_kind::fanout, attempt_outcome::retryable, 3, budget, std::nullopt,
+                             0.0)
+            .delay == 2000ms);
+}
+
+TEST_CASE("a Retry-After answer sets the delay, capped by the maximum") {
+  auto next =
+      decide_after_failure(run_kind::cancellation, attempt_outcome::retryable, 1, budget, 7s, 0.3);
+  CHECK(next.what == next_step::kind::retry);
+  CHECK(next.delay == 7000ms);
+  CHECK(decide_after_failure(run_kind::compensation, attempt_outcome::retryable, 1, budget,
+                             std::chrono::hours(1), 0.3)
+            .delay == budget.max);
+}
+
+TEST_CASE("a fan-out out of retries is dead-lettered as MAX_RETRIES_EXCEEDED") {
+  auto next = decide_after_failure(run_kind::fanout, attempt_outcome::retryable,
+                                   budget.max_retries + 1, budget, std::nullopt, 0.5);
+  CHECK(next.what == next_step::kind::dead_letter);
+  CHECK(next.reason == dead_letter_reason::max_retries_exceeded);
+}
+
+TEST_CASE("a refused fan-out is dead-lettered at once as NON_RETRYABLE_ERROR") {
+  auto next = decide_after_failure(run_kind::fanout, attempt_outcome::non_retryable, 1, budget,
+                                   std::nullopt, 0.5);
+  CHECK(next.what == next_step::kind::dead_letter);
+  CHECK(next.reason == dead_letter_reason::non_retryable_error);
+}
+
+TEST_CASE("a cancellation that cannot finish is dead-lettered as CANCELLATION_FAILED") {
+  for (auto [outcome, attempt] : {std::pair{attempt_outcome::retryable, budget.max_retries + 1},
+                                  std::pair{attempt_outcome::non_retryable, 1}}) {
+    auto next =
+        decide_after_failure(run_kind::cancellation, outcome, attempt, budget, std::nullopt, 0.5);
+    CHECK(next.what == next_step::kind::dead_letter);
+    CHECK(next.reason == dead_letter_reason::cancellation_failed);
+  }
+}
+
+TEST_CASE("a dead letter's compensation that cannot finish fails for good") {
+  CHECK(decide_after_failure(run_kind::compensation, attempt_outcome::retryable,
+                             budget.max_retries + 1, budget, std::nullopt, 0.5)
+            .what == next_step::kind::fail);
+  CHECK(decide_after_failure(run_kind::compensation, attempt_outcome::non_retryable, 1, budget,
+                             std::nullopt, 0.5)
+            .what == next_step::kind::fail);
+}
+
+TEST_CASE("no retries at all: the first retryable failure is final") {
+  const retry_budget none{0, 1000ms, 60000ms};
+  CHECK(
+      decide_after_failure(run_kind::fanout, attempt_outcome::retryable, 1, none, std::nullopt, 0.5)
+          .what == next_step::kind::dead_letter);
+}

@@ -2,6 +2,8 @@
 // them. Timestamps are ISO-8601 UTC strings from the database clock; JSON columns are JSON text.
 #pragma once
 
+#include "domain/attempt.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,8 +28,7 @@ struct event_record {
   std::optional<std::string> processed_at;
 };
 
-/// What one HTTP attempt did: the columns of an aggregate_results row that the engine writes,
-/// but the outcome (an attempt_outcome for the engine, its stored text for the API's reader).
+/// What one HTTP attempt did: the columns of an aggregate_results row that the engine writes.
 struct attempt_columns {
   std::int64_t event_id = 0;
   std::string aggregate_id;
@@ -44,12 +45,12 @@ struct attempt_columns {
   std::optional<std::string> response_text;
   std::optional<std::string> error_message;
   std::optional<int> duration_ms;
+  attempt_outcome outcome = attempt_outcome::success;
 };
 
 /// One HTTP attempt read back (a row of aggregate_results).
 struct attempt_record : attempt_columns {
   std::int64_t id = 0;
-  std::string outcome; // to_string(attempt_outcome): success | retryable | non_retryable | skipped
   std::string published_at;
 };
 

@@ -126,4 +126,20 @@ public:
   event(std::int64_t id) = 0;
 };
 
+/// What the consistency check (the simulator's "orders against the outside world") needs to know
+/// about an order.
+struct audited_order {
+  std::int64_t id = 0;
+  order_status status = order_status::pending;
+  std::int64_t created_at_ms = 0; // milliseconds since the Unix epoch
+};
+
+/// Where the consistency check reads the orders from (persistence/audit_repository).
+class order_audit_source {
+public:
+  virtual ~order_audit_source() = default;
+  /// Every non-deleted order. Throws store_unavailable when the store cannot be reached.
+  virtual std::vector<audited_order> audited_orders() = 0;
+};
+
 } // namespace outboxd::domain

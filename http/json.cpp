@@ -57,12 +57,12 @@ void write_event(json_writer& w, const domain::event_record& e) {
 
 void write_attempt(json_writer& w, const domain::attempt_record& a) {
   w.object("id", a.id, "eventId", a.event_id, "eventType", a.event_type, "destination",
-           a.destination, "fanoutOrder", a.fanout_order, "attempt", a.attempt, "outcome", a.outcome,
-           "httpMethod", a.http_method, "endpointUrl", a.endpoint_url, "idempotencyKey",
-           a.idempotency_key, "responseStatus", a.response_status, "requestPayload",
-           raw_json(a.request_payload_json), "responsePayload", raw_json(a.response_payload_json),
-           "responseText", a.response_text, "errorMessage", a.error_message, "durationMs",
-           a.duration_ms, "publishedAt", a.published_at);
+           a.destination, "fanoutOrder", a.fanout_order, "attempt", a.attempt, "outcome",
+           domain::to_string(a.outcome), "httpMethod", a.http_method, "endpointUrl", a.endpoint_url,
+           "idempotencyKey", a.idempotency_key, "responseStatus", a.response_status,
+           "requestPayload", raw_json(a.request_payload_json), "responsePayload",
+           raw_json(a.response_payload_json), "responseText", a.response_text, "errorMessage",
+           a.error_message, "durationMs", a.duration_ms, "publishedAt", a.published_at);
 }
 
 void write_dead_letter(json_writer& w, const domain::dead_letter_record& d) {

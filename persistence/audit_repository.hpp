@@ -2,7 +2,7 @@
 // simulator's ledger.
 #pragma once
 
-#include "domain/consistency.hpp"
+#include "domain/ports.hpp"
 #include "persistence/connection_pool.hpp"
 
 #include <vector>

@@ -33,9 +33,7 @@ struct claimed_event {
 };
 
 /// One HTTP attempt to record (id and published_at are set by the database).
-struct attempt_row : domain::attempt_columns {
-  domain::attempt_outcome outcome = domain::attempt_outcome::success;
-};
+using attempt_row = domain::attempt_columns;
 
 /// The latest successful attempt of one destination of an event.
 struct stored_success {

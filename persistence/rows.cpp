@@ -61,7 +61,11 @@ domain::attempt_record to_attempt(const pqxx::row& r) {
   a.response_status = optional_field<int>(r[11]);
   a.response_payload_json = optional_field<std::string>(r[12]);
   a.response_text = optional_field<std::string>(r[13]);
-  a.outcome = r[14].as<std::string>();
+  auto outcome = r[14].as<std::string>();
+  auto parsed = domain::parse_attempt_outcome(outcome);
+  if (!parsed) // the table's CHECK constraint allows no other value
+    throw std::runtime_error("aggregate_results row has an unknown outcome '" + outcome + "'");
+  a.outcome = *parsed;
   a.error_message = optional_field<std::string>(r[15]);
   a.duration_ms = optional_field<int>(r[16]);
   a.published_at = r[17].as<std::string>();

@@ -2,7 +2,7 @@
 // the side effects the simulated services recorded for it. Pure: orders and ledger are inputs.
 #pragma once
 
-#include "domain/consistency.hpp"
+#include "domain/ports.hpp"
 #include "simulator/ledger_entry.hpp"
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // read in-process (the entries themselves) or from a standalone simulator over HTTP.
 #pragma once
 
-#include "domain/consistency.hpp"
+#include "domain/ports.hpp"
 #include "simulator/consistency.hpp"
 #include "simulator/ledger_entry.hpp"
 

@@ -82,10 +82,10 @@ private:
 /// world was failing) are redriven through the API once the world is quiet. False on timeout.
 bool settle(const std::string& db, outboxd_process& p, std::chrono::seconds timeout);
 
-/// The end-of-run invariants of SPEC section 1, checked with doctest CHECKs: every order
-/// terminal, nothing PROCESSING, one successful attempt per (event, destination) in the audit,
-/// no duplicate side effect in the simulator's ledger, zero consistency violations. Adds what
-/// it found to `report`.
+/// The end-of-run invariants (the guarantees in docs/guarantees.md), checked with doctest CHECKs:
+/// every order terminal, nothing PROCESSING, one successful attempt per (event, destination) in the
+/// audit, no duplicate side effect in the simulator's ledger, zero consistency violations. Adds
+/// what it found to `report`.
 void check_invariants(const std::string& db, outboxd_process& p, int simulator_port,
                       std::map<std::string, std::string>& report);
 

@@ -3,6 +3,7 @@
 #include "domain/attempt.hpp"
 
 #include "domain/delivery.hpp"
+#include "domain/names.hpp"
 
 #include <array>
 #include <utility>
@@ -10,39 +11,31 @@
 namespace outboxd::domain {
 namespace {
 
-constexpr std::array<std::pair<attempt_outcome, std::string_view>, 4> outcome_names{{
+constexpr name_table_entry<attempt_outcome> outcome_names[] = {
     {attempt_outcome::success, "success"},
     {attempt_outcome::retryable, "retryable"},
     {attempt_outcome::non_retryable, "non_retryable"},
     {attempt_outcome::skipped, "skipped"},
-}};
+};
+
+constexpr name_table_entry<dead_letter_reason> reason_names[] = {
+    {dead_letter_reason::max_retries_exceeded, "MAX_RETRIES_EXCEEDED"},
+    {dead_letter_reason::non_retryable_error, "NON_RETRYABLE_ERROR"},
+    {dead_letter_reason::cancellation_failed, "CANCELLATION_FAILED"},
+};
 
 } // namespace
 
 std::string_view to_string(attempt_outcome outcome) {
-  for (const auto& [o, name] : outcome_names)
-    if (o == outcome)
-      return name;
-  return "?";
+  return name_in(outcome_names, outcome);
 }
 
 std::optional<attempt_outcome> parse_attempt_outcome(std::string_view name) {
-  for (const auto& [o, n] : outcome_names)
-    if (n == name)
-      return o;
-  return std::nullopt;
+  return value_in(outcome_names, name);
 }
 
 std::string_view to_string(dead_letter_reason reason) {
-  switch (reason) {
-  case dead_letter_reason::max_retries_exceeded:
-    return "MAX_RETRIES_EXCEEDED";
-  case dead_letter_reason::non_retryable_error:
-    return "NON_RETRYABLE_ERROR";
-  case dead_letter_reason::cancellation_failed:
-    return "CANCELLATION_FAILED";
-  }
-  return "?";
+  return name_in(reason_names, reason);
 }
 
 next_step decide_after_failure(run_kind run, attempt_outcome outcome, int attempt,

@@ -98,25 +98,7 @@ bool compare(const rapidjson::Value& actual, const condition_value& literal,
 }
 
 std::string_view operator_name(condition_operator op) {
-  switch (op) {
-  case condition_operator::eq:
-    return "eq";
-  case condition_operator::ne:
-    return "ne";
-  case condition_operator::gt:
-    return "gt";
-  case condition_operator::gte:
-    return "gte";
-  case condition_operator::lt:
-    return "lt";
-  case condition_operator::lte:
-    return "lte";
-  case condition_operator::contains:
-    return "contains";
-  case condition_operator::exists:
-    return "exists";
-  }
-  return "?";
+  return name_in(condition_operator_names, op);
 }
 
 std::string describe(const condition& c) {

@@ -1,6 +1,8 @@
 // Order rules: validation, the state machine and event payloads. Pure functions only.
 #include "domain/order.hpp"
 
+#include "domain/names.hpp"
+
 #include <cmath>
 #include <fmt/format.h>
 #include <rapidjson/stringbuffer.h>
@@ -9,7 +11,7 @@
 namespace outboxd::domain {
 namespace {
 
-constexpr std::pair<order_status, std::string_view> status_names[] = {
+constexpr name_table_entry<order_status> status_names[] = {
     {order_status::pending, "PENDING"},     {order_status::confirmed, "CONFIRMED"},
     {order_status::shipped, "SHIPPED"},     {order_status::delivered, "DELIVERED"},
     {order_status::failed, "FAILED"},       {order_status::cancelling, "CANCELLING"},
@@ -209,17 +211,11 @@ void destination(writer& w, std::string_view name, const order& o, Body&& body) 
 } // namespace
 
 std::string_view to_string(order_status s) {
-  for (const auto& [st, name] : status_names)
-    if (st == s)
-      return name;
-  return "PENDING";
+  return name_in(status_names, s, "PENDING");
 }
 
 std::optional<order_status> parse_order_status(std::string_view name) {
-  for (const auto& [st, n] : status_names)
-    if (n == name)
-      return st;
-  return std::nullopt;
+  return value_in(status_names, name);
 }
 
 std::string_view to_string(shipping_type t) {

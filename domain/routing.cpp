@@ -6,19 +6,7 @@
 namespace outboxd::domain {
 
 std::optional<condition_operator> parse_condition_operator(std::string_view name) {
-  static const std::pair<std::string_view, condition_operator> names[] = {
-      {"eq", condition_operator::eq},
-      {"ne", condition_operator::ne},
-      {"gt", condition_operator::gt},
-      {"gte", condition_operator::gte},
-      {"lt", condition_operator::lt},
-      {"lte", condition_operator::lte},
-      {"contains", condition_operator::contains},
-      {"exists", condition_operator::exists}};
-  for (const auto& [n, op] : names)
-    if (n == name)
-      return op;
-  return std::nullopt;
+  return value_in(condition_operator_names, name);
 }
 
 std::vector<std::string> template_placeholders(std::string_view text) {

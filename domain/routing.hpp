@@ -2,6 +2,7 @@
 #pragma once
 
 #include "domain/json_path.hpp"
+#include "domain/names.hpp"
 
 #include <chrono>
 #include <map>
@@ -15,6 +16,17 @@
 namespace outboxd::domain {
 
 enum class condition_operator { eq, ne, gt, gte, lt, lte, contains, exists };
+
+/// The operators' names, as a configuration writes them.
+inline constexpr name_table_entry<condition_operator> condition_operator_names[] = {
+    {condition_operator::eq, "eq"},
+    {condition_operator::ne, "ne"},
+    {condition_operator::gt, "gt"},
+    {condition_operator::gte, "gte"},
+    {condition_operator::lt, "lt"},
+    {condition_operator::lte, "lte"},
+    {condition_operator::contains, "contains"},
+    {condition_operator::exists, "exists"}};
 
 /// Parses an operator name (`eq ne gt gte lt lte contains exists`).
 std::optional<condition_operator> parse_condition_operator(std::string_view name);

@@ -21,10 +21,7 @@ using std::chrono::steady_clock;
 
 namespace {
 
-const std::string& db() {
-  static const std::string conninfo = fresh_database("outboxd_actor_supervision");
-  return conninfo;
-}
+const lazy_database db("outboxd_actor_supervision");
 
 /// Waits until `done()` holds; false when `deadline` passes first.
 template <class F> bool eventually(F done, std::chrono::milliseconds deadline = 20s) {

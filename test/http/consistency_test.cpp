@@ -25,10 +25,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string& db() {
-  static const std::string conninfo = fresh_database("outboxd_http_consistency");
-  return conninfo;
-}
+const lazy_database db("outboxd_http_consistency");
 
 conf::simulator_settings quiet() {
   conf::simulator_settings s; // every knob at its zero default: nothing fails

@@ -23,10 +23,7 @@ using namespace outboxd::test;
 
 namespace {
 
-const std::string& db() {
-  static const std::string conninfo = fresh_database("outboxd_http_openapi");
-  return conninfo;
-}
+const lazy_database db("outboxd_http_openapi");
 
 constexpr const char* token = "s3cret";
 const std::map<std::string, std::string> bearer{{"Authorization", "Bearer s3cret"}};

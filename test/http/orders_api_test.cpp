@@ -20,10 +20,7 @@ using namespace outboxd::test;
 
 namespace {
 
-const std::string& db() {
-  static const std::string conninfo = fresh_database("outboxd_http_orders");
-  return conninfo;
-}
+const lazy_database db("outboxd_http_orders");
 
 constexpr const char* valid_order =
     R"({"customerId":"C-1","totalAmount":99.99,"shippingType":"domestic","items":[{"sku":"A","quantity":1}]})";

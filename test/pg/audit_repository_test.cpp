@@ -13,10 +13,7 @@ using namespace outboxd::test;
 
 namespace {
 
-const std::string& db() {
-  static const std::string conninfo = fresh_database("outboxd_pg_audit");
-  return conninfo;
-}
+const lazy_database db("outboxd_pg_audit");
 
 struct fixture {
   fixture() { truncate_all(db()); }

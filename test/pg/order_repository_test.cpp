@@ -16,10 +16,7 @@ using namespace outboxd::test;
 
 namespace {
 
-const std::string& db() {
-  static const std::string conninfo = fresh_database("outboxd_pg_orders");
-  return conninfo;
-}
+const lazy_database db("outboxd_pg_orders");
 
 struct fixture {
   fixture() { truncate_all(db()); }

@@ -15,10 +15,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string& db() {
-  static const std::string conninfo = fresh_database("outboxd_pg_outbox");
-  return conninfo;
-}
+const lazy_database db("outboxd_pg_outbox");
 
 void exec(const std::string& sql) {
   pqxx::connection c(db());

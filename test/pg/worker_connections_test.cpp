@@ -16,10 +16,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string& db() {
-  static const std::string conninfo = fresh_database("outboxd_pg_workers");
-  return conninfo;
-}
+const lazy_database db("outboxd_pg_workers");
 
 /// A pool on the test database that counts the connections it opens.
 struct counted_pool {

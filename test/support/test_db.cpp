@@ -32,6 +32,11 @@ std::string fresh_database(const std::string& name, const std::string& cluster) 
   return conninfo;
 }
 
+const std::string& lazy_database::operator()() const {
+  std::call_once(created_, [this] { conninfo_ = fresh_database(name_); });
+  return conninfo_;
+}
+
 void truncate_all(const std::string& conninfo) {
   pqxx::connection c(conninfo);
   pqxx::work tx(c);

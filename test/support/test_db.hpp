@@ -2,6 +2,7 @@
 // migrated databases on it, one per test executable.
 #pragma once
 
+#include <mutex>
 #include <string>
 
 namespace outboxd::test {
@@ -14,6 +15,20 @@ std::string cluster_conninfo();
 /// migrations, and returns its connection string.
 std::string fresh_database(const std::string& name,
                            const std::string& cluster = cluster_conninfo());
+
+/// A test file's database, dropped, created and migrated on first use (fresh_database), so that
+/// `const lazy_database db("outboxd_pg_x");` at namespace scope costs nothing until `db()`.
+class lazy_database {
+public:
+  explicit lazy_database(std::string name) : name_(std::move(name)) {}
+  /// The database's connection string.
+  const std::string& operator()() const;
+
+private:
+  std::string name_;
+  mutable std::once_flag created_;
+  mutable std::string conninfo_;
+};
 
 /// Empties every outboxd table and restarts the id sequences.
 void truncate_all(const std::string& conninfo);

@@ -38,7 +38,8 @@ struct route_info {
   bool operator==(const route_info&) const = default;
 };
 
-/// What a route runs; it may throw (see the exception handling above).
+/// What a route runs. It may throw: the listener answers api_error with its status and any other
+/// exception with a JSON 500 (or 503 when the database is unavailable).
 using route_handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 
 class listener {

@@ -10,6 +10,7 @@
 #include "persistence/order_repository.hpp"
 #include "persistence/outbox_admin.hpp"
 #include "persistence/statements.hpp"
+#include "simulator/server.hpp"
 #include "test/support/openapi.hpp"
 #include "test/support/raw_http.hpp"
 
@@ -155,4 +156,22 @@ TEST_CASE("every listed route is routed: a request finds a handler, not the 404 
     CHECK(answer.status != 0);
     CHECK(answer.body.find("no route for") == std::string::npos);
   }
+}
+
+TEST_CASE("the standalone simulator serves /healthz and the same simulator routes as serve") {
+  served_server s(true);
+  std::vector<http::route_info> in_process;
+  for (const auto& r : s.server->served_routes())
+    if (r.kind == http::route_kind::simulated_service || r.path.rfind("/api/simulator/", 0) == 0)
+      in_process.push_back(r);
+
+  auto loaded = conf::load({});
+  REQUIRE(loaded.value);
+  simulator::simulator sim(loaded.value->simulator);
+  simulator::server standalone(loaded.value->server, sim, {});
+  auto routes = standalone.routes();
+  REQUIRE(!routes.empty());
+  CHECK(routes.front() == http::route_info{"GET", "/healthz", false, http::route_kind::api});
+  routes.erase(routes.begin());
+  CHECK(routes == in_process);
 }

@@ -2,9 +2,9 @@
 // reverse order.
 #include "actors/engine.hpp"
 #include "app/commands.hpp"
+#include "app/served_routes.hpp"
 #include "domain/ports.hpp"
 #include "http/api_server.hpp"
-#include "http/ui_routes.hpp"
 #include "log/log.hpp"
 #include "persistence/aggregate_hooks.hpp"
 #include "persistence/audit_repository.hpp"
@@ -14,8 +14,6 @@
 #include "persistence/order_repository.hpp"
 #include "persistence/outbox_admin.hpp"
 #include "persistence/statements.hpp"
-#include "simulator/consistency_route.hpp"
-#include "simulator/simulator.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -125,17 +123,8 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
 
   http::api_server server(settings.server, settings.admin.token,
                           {orders, dead_letters, outbox, readiness}, settings.http);
-  // The outside world: in this process by default, else the standalone simulator at baseUrl.
-  std::unique_ptr<simulator::simulator> sim;
-  simulator::ledger_source ledger = simulator::remote_ledger(settings.simulator.base_url);
-  if (settings.simulator.enabled) {
-    sim = std::make_unique<simulator::simulator>(settings.simulator);
-    sim->install(server.native(), settings.admin.token);
-    ledger = [&sim] { return sim->ledger(); };
-  }
   persistence::audit_repository audit(pool);
-  simulator::install_consistency_route(server.native(), audit, ledger);
-  http::install_ui_routes(server.native());
+  auto sim = install_served_routes(server.registry(), settings, audit);
   int port = 0;
   try {
     port = server.bind();

@@ -410,21 +410,6 @@ const route route_table[] = {
     {"POST", "/api/dlq/{id}/retry", retry_dead_letter, guard::admin},
 };
 
-/// The regex httplib matches a documented path with: each `{name}` becomes one captured segment
-/// (req.matches[1], [2], ...). The documented paths hold no other regex metacharacters.
-std::string pattern_of(std::string_view path) {
-  std::string out;
-  for (std::size_t i = 0; i < path.size(); ++i) {
-    if (path[i] != '{') {
-      out += path[i];
-      continue;
-    }
-    out += "([^/]+)";
-    i = path.find('}', i);
-  }
-  return out;
-}
-
 } // namespace
 
 bool readiness_report::ready() const {
@@ -476,12 +461,11 @@ void api_server::stop() {
 std::vector<route_info> api_server::routes() {
   std::vector<route_info> out;
   for (const auto& r : route_table)
-    out.push_back({r.method, r.path, r.needs == guard::admin});
+    out.push_back({r.method, r.path, r.needs == guard::admin, route_kind::api});
   return out;
 }
 
 void api_server::install_routes() {
-  auto& s = listener_.native();
   for (const auto& r : route_table) {
     auto handle = [this, &r](const httplib::Request& req, httplib::Response& res) {
       // The token is checked first: an unauthorised caller learns nothing about ids.
@@ -489,18 +473,7 @@ void api_server::install_routes() {
         require_admin(req, admin_token_);
       r.handle(api_context{deps_, routing_}, req, res);
     };
-    auto pattern = pattern_of(r.path);
-    std::string_view method = r.method;
-    if (method == "GET")
-      s.Get(pattern, handle);
-    else if (method == "POST")
-      s.Post(pattern, handle);
-    else if (method == "PUT")
-      s.Put(pattern, handle);
-    else if (method == "DELETE")
-      s.Delete(pattern, handle);
-    else
-      throw std::logic_error("api route with unsupported method " + std::string(method));
+    listener_.route(r.method, r.path, route_kind::api, handle, r.needs == guard::admin);
   }
 }
 

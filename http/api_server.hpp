@@ -1,5 +1,6 @@
 // The API edge: the order, outbox and dead-letter routes, health probes and metrics on the shared
-// listener, declared as one route table that can also be listed (e.g. against the OpenAPI file).
+// listener, declared as one route table. Other route sets (simulator, consistency check, web UI)
+// register on the same listener, whose registry lists everything served.
 #pragma once
 
 #include "conf/settings.hpp"
@@ -13,10 +14,6 @@
 #include <thread>
 #include <utility>
 #include <vector>
-
-namespace httplib {
-class Server;
-}
 
 namespace outboxd::http {
 
@@ -32,15 +29,6 @@ struct api_dependencies {
   domain::dead_letter_store& dead_letters;
   domain::outbox_inspection& outbox;
   std::function<readiness_report()> readiness;
-};
-
-/// One route of the API server: the method and the path as the API documents it, with
-/// `{name}` for a path segment (e.g. `GET /api/orders/{id}`).
-struct route_info {
-  std::string method;
-  std::string path;
-  bool admin = false; // needs `Authorization: Bearer <admin.token>` when a token is configured
-  bool operator==(const route_info&) const = default;
 };
 
 class api_server {
@@ -61,12 +49,16 @@ public:
   /// Stops accepting, waits for requests in flight, joins the thread. Idempotent.
   void stop();
 
-  /// The routes this class serves, in registration order. Routes others add through native()
-  /// (simulator, consistency check, web UI) are not listed.
+  /// The API server's own routes (its route table, all `route_kind::api`), in registration
+  /// order; what other route sets add is in served_routes().
   static std::vector<route_info> routes();
 
-  /// The underlying server, for other route sets (the simulator) to register on.
-  httplib::Server& native() { return listener_.native(); }
+  /// Every route this server serves: its own and those other route sets registered through
+  /// registry(), in registration order.
+  std::vector<route_info> served_routes() const { return listener_.routes(); }
+
+  /// The registry other route sets (simulator, consistency check, web UI) register on.
+  listener& registry() { return listener_; }
 
 private:
   void install_routes();

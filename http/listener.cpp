@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <stdexcept>
+#include <string_view>
 #include <sys/socket.h>
 
 namespace outboxd::http {
@@ -35,6 +37,26 @@ void declare_empty_body(const httplib::Request& req) {
   // The pre-routing hook gets the library's own (non-const) request object as const; the
   // library itself adds headers (REMOTE_ADDR, ...) to it the same way before routing.
   const_cast<httplib::Request&>(req).set_header("Content-Length", "0");
+}
+
+/// The regex httplib matches a documented path with: each `{name}` becomes one captured segment,
+/// and regex metacharacters elsewhere (the `.` of a file name) match only themselves.
+std::string pattern_of(std::string_view path) {
+  std::string out;
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '{') {
+      auto close = path.find('}', i);
+      if (close == std::string_view::npos)
+        throw std::logic_error("route path " + std::string(path) + " has an unclosed '{'");
+      out += "([^/]+)";
+      i = close;
+      continue;
+    }
+    if (std::string_view(".[]()*+?^$|\\").find(path[i]) != std::string_view::npos)
+      out += '\\';
+    out += path[i];
+  }
+  return out;
 }
 
 } // namespace
@@ -107,6 +129,25 @@ listener::~listener() {
 
 void listener::on_request(std::function<void(const httplib::Request&, httplib::Response&)> hook) {
   on_request_ = std::move(hook);
+}
+
+void listener::route(std::string_view method, std::string path, route_kind kind,
+                     route_handler handle, bool admin) {
+  auto pattern = pattern_of(path);
+  auto& s = *server_;
+  if (method == "GET")
+    s.Get(pattern, std::move(handle));
+  else if (method == "POST")
+    s.Post(pattern, std::move(handle));
+  else if (method == "PUT")
+    s.Put(pattern, std::move(handle));
+  else if (method == "PATCH")
+    s.Patch(pattern, std::move(handle));
+  else if (method == "DELETE")
+    s.Delete(pattern, std::move(handle));
+  else
+    throw std::logic_error("route " + path + " has an unsupported method " + std::string(method));
+  routes_.push_back({std::string(method), std::move(path), admin, kind});
 }
 
 int listener::bind(int port) {

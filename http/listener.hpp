@@ -1,6 +1,7 @@
 // The HTTP server every outboxd endpoint set runs on: cpp-httplib configured for keep-alive
 // load (TCP_NODELAY, thread pool, 1024 listen backlog, no SO_REUSEPORT) with JSON errors, and
-// body-less POST/PUT/PATCH/DELETE requests (no Content-Length) read as empty bodies.
+// body-less POST/PUT/PATCH/DELETE requests (no Content-Length) read as empty bodies. It is also
+// the one registry of what a server serves: every route set registers through route().
 #pragma once
 
 #include "conf/settings.hpp"
@@ -8,7 +9,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 namespace httplib {
 class Server;
@@ -17,6 +20,27 @@ struct Response;
 } // namespace httplib
 
 namespace outboxd::http {
+
+/// Who a route is for, which says where it is documented.
+enum class route_kind {
+  api,               ///< outboxd's own API, documented in docs/openapi.json
+  simulated_service, ///< the simulated outside world outboxd calls (not documented there)
+  static_file,       ///< the web UI's files (not documented there)
+};
+
+/// One served route: the method and the path as documented, with `{name}` for a path segment
+/// (e.g. `GET /api/orders/{id}`).
+struct route_info {
+  std::string method;
+  std::string path;
+  bool admin = false; // needs `Authorization: Bearer <admin.token>` when a token is configured
+  route_kind kind = route_kind::api;
+  bool operator==(const route_info&) const = default;
+};
+
+/// What a route runs. It may throw: the listener answers api_error with its status and any other
+/// exception with a JSON 500 (or 503 when the database is unavailable).
+using route_handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 
 class listener {
 public:
@@ -38,6 +62,19 @@ public:
   /// Stops accepting, waits for requests in flight, joins the thread. Idempotent.
   void stop();
 
+  /// Serves `method` (GET, POST, PUT, PATCH or DELETE) on `path` and records the route. Each
+  /// `{name}` segment matches one path segment and is captured (req.matches[1], [2], ...); the
+  /// rest of the path is literal. Routes of one method are tried in registration order and the
+  /// first whose path matches wins. `admin` only records that `handle` checks the admin token.
+  /// Register before start(); throws std::logic_error for another method.
+  void route(std::string_view method, std::string path, route_kind kind, route_handler handle,
+             bool admin = false);
+
+  /// Every route registered so far, in registration order.
+  std::vector<route_info> routes() const { return routes_; }
+
+  /// The underlying server, for server-wide hooks (logging). Routes go through route(), so that
+  /// routes() lists everything served.
   httplib::Server& native() { return *server_; }
 
 private:
@@ -45,6 +82,7 @@ private:
   std::string component_;
   std::unique_ptr<httplib::Server> server_;
   std::function<void(const httplib::Request&, httplib::Response&)> on_request_;
+  std::vector<route_info> routes_;
   std::thread thread_;
   int listen_fd_ = -1;
 };

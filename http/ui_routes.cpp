@@ -27,26 +27,27 @@ std::string_view ui_file(std::string_view name) {
   throw std::logic_error("web UI file " + std::string(name) + " is not embedded");
 }
 
-void serve(httplib::Server& server, const std::string& path, std::string_view file,
+void serve(listener& routes, const std::string& path, std::string_view file,
            const char* content_type) {
   // Looked up once at registration: a missing file fails start-up, not the first request.
   auto content = ui_file(file);
-  server.Get(path, [content, content_type](const httplib::Request&, httplib::Response& res) {
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Content-Type-Options", "nosniff");
-    res.set_header("Content-Security-Policy", content_security_policy);
-    res.set_header("Referrer-Policy", "no-referrer");
-    res.set_content(content.data(), content.size(), content_type);
-  });
+  routes.route("GET", path, route_kind::static_file,
+               [content, content_type](const httplib::Request&, httplib::Response& res) {
+                 res.set_header("Cache-Control", "no-cache");
+                 res.set_header("X-Content-Type-Options", "nosniff");
+                 res.set_header("Content-Security-Policy", content_security_policy);
+                 res.set_header("Referrer-Policy", "no-referrer");
+                 res.set_content(content.data(), content.size(), content_type);
+               });
 }
 
 } // namespace
 
-void install_ui_routes(httplib::Server& server) {
-  serve(server, "/", "index.html", "text/html; charset=utf-8");
-  serve(server, "/ui/app.js", "app.js", "text/javascript; charset=utf-8");
-  serve(server, "/ui/style.css", "style.css", "text/css; charset=utf-8");
-  serve(server, "/ui/favicon.svg", "favicon.svg", "image/svg+xml");
+void install_ui_routes(listener& routes) {
+  serve(routes, "/", "index.html", "text/html; charset=utf-8");
+  serve(routes, "/ui/app.js", "app.js", "text/javascript; charset=utf-8");
+  serve(routes, "/ui/style.css", "style.css", "text/css; charset=utf-8");
+  serve(routes, "/ui/favicon.svg", "favicon.svg", "image/svg+xml");
 }
 
 } // namespace outboxd::http

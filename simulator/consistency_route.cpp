@@ -33,18 +33,20 @@ std::string consistency_json(const consistency_report& report) {
   return w.str();
 }
 
-void install_consistency_route(httplib::Server& server, domain::order_audit_source& orders,
+void install_consistency_route(http::listener& routes, domain::order_audit_source& orders,
                                ledger_source read_ledger) {
-  server.Get("/api/admin/consistency", [&orders, read = std::move(read_ledger)](
-                                           const httplib::Request&, httplib::Response& res) {
-    auto audited = orders.audited_orders();
-    auto report = check_consistency(audited, read());
-    if (!report.violations.empty())
-      log::warn("consistency", "{} of {} checked orders violate invariant 3; first: order {}: {}",
-                report.violations.size(), report.checked, report.violations.front().order_id,
-                report.violations.front().problem);
-    res.set_content(consistency_json(report), "application/json");
-  });
+  routes.route(
+      "GET", "/api/admin/consistency", http::route_kind::api,
+      [&orders, read = std::move(read_ledger)](const httplib::Request&, httplib::Response& res) {
+        auto audited = orders.audited_orders();
+        auto report = check_consistency(audited, read());
+        if (!report.violations.empty())
+          log::warn("consistency",
+                    "{} of {} checked orders violate invariant 3; first: order {}: {}",
+                    report.violations.size(), report.checked, report.violations.front().order_id,
+                    report.violations.front().problem);
+        res.set_content(consistency_json(report), "application/json");
+      });
 }
 
 ledger_source ledger_from_json(std::function<std::string()> fetch_json) {

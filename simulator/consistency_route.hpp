@@ -3,15 +3,12 @@
 #pragma once
 
 #include "domain/ports.hpp"
+#include "http/listener.hpp"
 #include "simulator/consistency.hpp"
 #include "simulator/ledger_entry.hpp"
 
 #include <functional>
 #include <string>
-
-namespace httplib {
-class Server;
-}
 
 namespace outboxd::simulator {
 
@@ -19,10 +16,10 @@ namespace outboxd::simulator {
 using ledger_source = std::function<ledger_snapshot()>;
 
 /// Registers `GET /api/admin/consistency` → `{"checked": N, "unchecked": N, "violations":
-/// [{"orderId": 42, "problem": "..."}]}`. `orders` and whatever `read_ledger` uses must outlive
-/// the server. The orders are read before the ledger, so an order created in between is never
-/// judged against a ledger that misses its effects.
-void install_consistency_route(httplib::Server& server, domain::order_audit_source& orders,
+/// [{"orderId": 42, "problem": "..."}]}` as a `route_kind::api` route. `orders` and whatever
+/// `read_ledger` uses must outlive the server. The orders are read before the ledger, so an order
+/// created in between is never judged against a ledger that misses its effects.
+void install_consistency_route(http::listener& routes, domain::order_audit_source& orders,
                                ledger_source read_ledger);
 
 /// A ledger source over a fetcher of ledger JSON: parses what `fetch_json` returns and throws

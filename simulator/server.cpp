@@ -8,10 +8,12 @@ namespace outboxd::simulator {
 server::server(const conf::server_settings& settings, simulator& sim,
                const std::string& admin_token)
     : sim_(sim), listener_(settings, "simulator") {
-  listener_.native().Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"status":"ok"})", "application/json");
-  });
-  sim_.install(listener_.native(), admin_token);
+  // Its own liveness probe, same path and answer as outboxd's.
+  listener_.route("GET", "/healthz", http::route_kind::api,
+                  [](const httplib::Request&, httplib::Response& res) {
+                    res.set_content(R"({"status":"ok"})", "application/json");
+                  });
+  sim_.install(listener_, admin_token);
 }
 
 server::~server() {

@@ -9,10 +9,7 @@
 #include <memory>
 #include <string>
 #include <thread>
-
-namespace httplib {
-class Server;
-}
+#include <vector>
 
 namespace outboxd::simulator {
 
@@ -33,6 +30,9 @@ public:
   /// Wakes the simulator's sleeping handlers, stops accepting, waits for requests in flight and
   /// joins the thread. Idempotent.
   void stop();
+
+  /// Every route this server serves, in registration order.
+  std::vector<http::route_info> routes() const { return listener_.routes(); }
 
 private:
   simulator& sim_;

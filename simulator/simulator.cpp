@@ -313,83 +313,90 @@ struct simulator::impl {
   }
 
   /// POST `path` and its /succeed and /fail siblings. The literal siblings are registered first
-  /// (httplib takes the first matching route).
-  void add_forward(httplib::Server& s, const endpoint& ep) {
+  /// (the first matching route wins).
+  void add_forward(http::listener& routes, const endpoint& ep) {
     std::string path(ep.path);
-    s.Post(path + "/succeed", bind(&ep, mode::succeed));
-    s.Post(path + "/fail", bind(&ep, mode::fail));
-    s.Post(path, bind(&ep, mode::knobs));
+    constexpr auto kind = http::route_kind::simulated_service;
+    routes.route("POST", path + "/succeed", kind, bind(&ep, mode::succeed));
+    routes.route("POST", path + "/fail", kind, bind(&ep, mode::fail));
+    routes.route("POST", path, kind, bind(&ep, mode::knobs));
   }
 
   /// `<base>/{id}/<verb>` and the literal `<base>/<verb>/succeed|fail` siblings.
-  void add_revert(httplib::Server& s, const endpoint& ep) {
+  void add_revert(http::listener& routes, const endpoint& ep) {
     std::string base(ep.path);
     std::string verb(ep.revert_verb);
-    auto add = [&](const std::string& pattern, mode how) {
-      if (ep.method == http_method::del)
-        s.Delete(pattern, bind(&ep, how));
-      else
-        s.Post(pattern, bind(&ep, how));
+    auto add = [&](std::string path, mode how) {
+      routes.route(ep.method == http_method::del ? "DELETE" : "POST", std::move(path),
+                   http::route_kind::simulated_service, bind(&ep, how));
     };
     add(base + "/" + verb + "/succeed", mode::succeed);
     add(base + "/" + verb + "/fail", mode::fail);
-    add(base + "/([^/]+)/" + verb, mode::knobs);
+    add(base + "/{id}/" + verb, mode::knobs);
   }
 
-  void install(httplib::Server& s, const std::string& admin_token) {
+  void install(http::listener& routes, const std::string& admin_token) {
     for (const auto& ep : endpoints()) {
       if (ep.is_revert())
-        add_revert(s, ep);
+        add_revert(routes, ep);
       else
-        add_forward(s, ep);
+        add_forward(routes, ep);
     }
-    install_admin(s, admin_token);
+    install_admin(routes, admin_token);
   }
 
-  void install_admin(httplib::Server& s, const std::string& admin_token) {
-    s.Get("/api/simulator/config", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(faults.config_json(), json_type);
-    });
-    s.Put("/api/simulator/config",
-          [this, admin_token](const httplib::Request& req, httplib::Response& res) {
-            http::require_admin(req, admin_token);
-            auto body = http::parse_json_body(req, true);
-            auto problems = faults.apply_patch(*body);
-            if (!problems.empty()) {
-              domain::field_errors details;
-              std::string message;
-              for (const auto& p : problems) {
-                details.push_back({field_of(p), p});
-                message += (message.empty() ? "" : "; ") + p;
-              }
-              throw http::api_error(http::error_kind::validation_failed, message, details);
+  /// The simulator's own control routes: part of outboxd's documented API.
+  void install_admin(http::listener& routes, const std::string& admin_token) {
+    constexpr auto api = http::route_kind::api;
+    routes.route("GET", "/api/simulator/config", api,
+                 [this](const httplib::Request&, httplib::Response& res) {
+                   res.set_content(faults.config_json(), json_type);
+                 });
+    routes.route(
+        "PUT", "/api/simulator/config", api,
+        [this, admin_token](const httplib::Request& req, httplib::Response& res) {
+          http::require_admin(req, admin_token);
+          auto body = http::parse_json_body(req, true);
+          auto problems = faults.apply_patch(*body);
+          if (!problems.empty()) {
+            domain::field_errors details;
+            std::string message;
+            for (const auto& p : problems) {
+              details.push_back({field_of(p), p});
+              message += (message.empty() ? "" : "; ") + p;
             }
-            rapidjson::StringBuffer compact;
-            rapidjson::Writer<rapidjson::StringBuffer> writer(compact);
-            body->Accept(writer);
-            log::info("simulator", "knobs changed: {}",
-                      std::string_view(compact.GetString(), compact.GetSize()).substr(0, 1000));
-            res.set_content(faults.config_json(), json_type);
-          });
-    s.Post("/api/simulator/reset",
-           [this, admin_token](const httplib::Request& req, httplib::Response& res) {
-             http::require_admin(req, admin_token);
-             reset();
-             http::json_writer w;
-             w.start_object();
-             w.field("status", "reset");
-             auto started = ledger.started_at_ms();
-             w.field("startedAt", iso_time(started));
-             w.field("startedAtMs", started);
-             w.end_object();
-             res.set_content(w.str(), json_type);
-           });
-    s.Get("/api/simulator/ledger", [this](const httplib::Request& req, httplib::Response& res) {
-      std::optional<std::string> aggregate;
-      if (req.has_param("aggregateId"))
-        aggregate = req.get_param_value("aggregateId");
-      res.set_content(ledger.json(aggregate), json_type);
-    });
+            throw http::api_error(http::error_kind::validation_failed, message, details);
+          }
+          rapidjson::StringBuffer compact;
+          rapidjson::Writer<rapidjson::StringBuffer> writer(compact);
+          body->Accept(writer);
+          log::info("simulator", "knobs changed: {}",
+                    std::string_view(compact.GetString(), compact.GetSize()).substr(0, 1000));
+          res.set_content(faults.config_json(), json_type);
+        },
+        true);
+    routes.route(
+        "POST", "/api/simulator/reset", api,
+        [this, admin_token](const httplib::Request& req, httplib::Response& res) {
+          http::require_admin(req, admin_token);
+          reset();
+          http::json_writer w;
+          w.start_object();
+          w.field("status", "reset");
+          auto started = ledger.started_at_ms();
+          w.field("startedAt", iso_time(started));
+          w.field("startedAtMs", started);
+          w.end_object();
+          res.set_content(w.str(), json_type);
+        },
+        true);
+    routes.route("GET", "/api/simulator/ledger", api,
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   std::optional<std::string> aggregate;
+                   if (req.has_param("aggregateId"))
+                     aggregate = req.get_param_value("aggregateId");
+                   res.set_content(ledger.json(aggregate), json_type);
+                 });
   }
 
   void reset() {
@@ -408,8 +415,8 @@ simulator::simulator(const conf::simulator_settings& settings)
 
 simulator::~simulator() = default;
 
-void simulator::install(httplib::Server& server, const std::string& admin_token) {
-  impl_->install(server, admin_token);
+void simulator::install(http::listener& routes, const std::string& admin_token) {
+  impl_->install(routes, admin_token);
 }
 
 std::string simulator::ledger_json(const std::optional<std::string>& aggregate_id) const {

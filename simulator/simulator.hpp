@@ -35,15 +35,12 @@
 #pragma once
 
 #include "conf/settings.hpp"
+#include "http/listener.hpp"
 #include "simulator/ledger_entry.hpp"
 
 #include <memory>
 #include <optional>
 #include <string>
-
-namespace httplib {
-class Server;
-}
 
 namespace outboxd::simulator {
 
@@ -55,11 +52,12 @@ public:
   simulator(const simulator&) = delete;
   simulator& operator=(const simulator&) = delete;
 
-  /// Registers every simulator route on `server` (which must be stopped before the simulator is
-  /// destroyed). Handlers throw api_error, so the server's exception handler must render it (as
-  /// api_server's and simulator_server's do). PUT config and reset require `Authorization: Bearer
-  /// <admin_token>` when the token is not empty.
-  void install(httplib::Server& server, const std::string& admin_token);
+  /// Registers every simulator route on `routes` (whose server must be stopped before the
+  /// simulator is destroyed): the partner services as `route_kind::simulated_service`, the
+  /// /api/simulator/... control routes as `route_kind::api`. Handlers throw api_error, which the
+  /// listener renders. PUT config and reset require `Authorization: Bearer <admin_token>` when
+  /// the token is not empty.
+  void install(http::listener& routes, const std::string& admin_token);
 
   /// The ledger JSON of GET /api/simulator/ledger, for every aggregate or one (format in
   /// simulator/ledger_entry.hpp).

@@ -45,8 +45,9 @@ struct consistency_fixture {
         s, std::string(), http::api_dependencies{orders, dead_letters, outbox, [] {
                                                    return http::readiness_report{};
                                                  }});
-    sim.install(server->native(), {});
-    simulator::install_consistency_route(server->native(), audit, [this] { return sim.ledger(); });
+    sim.install(server->registry(), {});
+    simulator::install_consistency_route(server->registry(), audit,
+                                         [this] { return sim.ledger(); });
     port = server->bind();
     server->start();
     client = std::make_unique<http_client>(port);
@@ -220,7 +221,7 @@ TEST_CASE_FIXTURE(consistency_fixture, "the check reads the ledger of a standalo
   http::api_server other(api, {},
                          {orders, dead_letters, outbox, [] { return http::readiness_report{}; }});
   simulator::install_consistency_route(
-      other.native(), audit,
+      other.registry(), audit,
       simulator::remote_ledger("http://127.0.0.1:" + std::to_string(remote_port) + "/"));
   int other_port = other.bind();
   other.start();
@@ -248,7 +249,7 @@ TEST_CASE_FIXTURE(consistency_fixture, "an unreachable simulator makes the check
   http::api_server other(api, {},
                          {orders, dead_letters, outbox, [] { return http::readiness_report{}; }});
   auto url = "http://127.0.0.1:" + std::to_string(free_port());
-  simulator::install_consistency_route(other.native(), audit, simulator::remote_ledger(url));
+  simulator::install_consistency_route(other.registry(), audit, simulator::remote_ledger(url));
   int other_port = other.bind();
   other.start();
   http_client api_client(other_port);
@@ -262,7 +263,7 @@ TEST_CASE_FIXTURE(consistency_fixture, "an unreachable simulator makes the check
   http::api_server garbled(api, {},
                            {orders, dead_letters, outbox, [] { return http::readiness_report{}; }});
   simulator::install_consistency_route(
-      garbled.native(), audit, simulator::ledger_from_json([] { return std::string("[]"); }));
+      garbled.registry(), audit, simulator::ledger_from_json([] { return std::string("[]"); }));
   int garbled_port = garbled.bind();
   garbled.start();
   auto bad = http_client(garbled_port).get("/api/admin/consistency");

@@ -2,14 +2,14 @@
 // the in-process simulator and the consistency route wired as serve wires them. Every documented
 // operation is called, successes and the main errors, and every answer must fit the document.
 #include "http/api_server.hpp"
-#include "simulator/consistency_route.hpp"
-#include "simulator/simulator.hpp"
 #include "persistence/audit_repository.hpp"
 #include "persistence/connection_pool.hpp"
 #include "persistence/dead_letter_admin.hpp"
 #include "persistence/order_repository.hpp"
 #include "persistence/outbox_admin.hpp"
 #include "persistence/statements.hpp"
+#include "simulator/consistency_route.hpp"
+#include "simulator/simulator.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/openapi.hpp"
 #include "test/support/test_db.hpp"
@@ -45,9 +45,9 @@ struct openapi_fixture {
                                            r.checks.emplace_back("listener", "ok");
                                            return r;
                                          }});
-    sim.install(server->native(), token);
-    simulator::install_consistency_route(server->native(), audit,
-                                    [this] { return sim.ledger(); });
+    sim.install(server->registry(), token);
+    simulator::install_consistency_route(server->registry(), audit,
+                                         [this] { return sim.ledger(); });
     port = server->bind();
     server->start();
     client = std::make_unique<http_client>(port);

@@ -23,7 +23,6 @@ namespace {
 constexpr const char* json_type = "application/json";
 constexpr int default_page = 50;
 constexpr int max_page = 500;
-constexpr std::size_t max_idempotency_key = 255;
 
 // Each request runs start to finish on one pool thread, so per-request context lives here.
 thread_local std::chrono::steady_clock::time_point request_started;
@@ -88,23 +87,6 @@ std::int64_t parse_id(const std::string& text, std::string_view what) {
 void reply(httplib::Response& res, int status, const std::string& body) {
   res.status = status;
   res.set_content(body, json_type);
-}
-
-std::optional<std::string> idempotency_key(const httplib::Request& req) {
-  if (!req.has_header("Idempotency-Key"))
-    return std::nullopt;
-  auto key = req.get_header_value("Idempotency-Key");
-  bool printable = !key.empty() && key.size() <= max_idempotency_key;
-  for (unsigned char c : key)
-    printable = printable && c >= 0x21 && c <= 0x7E;
-  if (!printable)
-    throw api_error(
-        error_kind::validation_failed,
-        fmt::format("Idempotency-Key must be 1 to {} printable ASCII characters without "
-                    "spaces",
-                    max_idempotency_key),
-        {{"Idempotency-Key", "must be 1 to 255 printable ASCII characters"}});
-  return key;
 }
 
 /// Listing parameters: `status` (checked by `valid_status`), `limit` (1..500) and `cursor`

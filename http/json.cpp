@@ -11,6 +11,23 @@
 
 namespace outboxd::http {
 
+std::optional<std::string> idempotency_key(const httplib::Request& req) {
+  constexpr std::size_t max_length = 255;
+  if (!req.has_header("Idempotency-Key"))
+    return std::nullopt;
+  auto key = req.get_header_value("Idempotency-Key");
+  bool printable = !key.empty() && key.size() <= max_length;
+  for (unsigned char c : key)
+    printable = printable && c >= 0x21 && c <= 0x7E;
+  if (!printable)
+    throw api_error(
+        error_kind::validation_failed,
+        fmt::format("Idempotency-Key must be 1 to {} printable ASCII characters without spaces",
+                    max_length),
+        {{"Idempotency-Key", "must be 1 to 255 printable ASCII characters"}});
+  return key;
+}
+
 std::optional<rapidjson::Document> parse_json_body(const httplib::Request& req, bool required) {
   if (req.body.empty()) {
     if (required)

@@ -104,6 +104,10 @@ private:
 /// nullopt when `required` is false, else a 400.
 std::optional<rapidjson::Document> parse_json_body(const httplib::Request& req, bool required);
 
+/// The request's `Idempotency-Key` header, nullopt when absent; a validation_failed api_error
+/// naming the header when it is not 1 to 255 printable ASCII characters without spaces.
+std::optional<std::string> idempotency_key(const httplib::Request& req);
+
 void write_order(json_writer& w, const domain::order& o);
 void write_event(json_writer& w, const domain::event_record& e);
 void write_attempt(json_writer& w, const domain::attempt_record& a);

@@ -26,7 +26,6 @@ namespace {
 using rapidjson::Value;
 
 constexpr const char* json_type = "application/json";
-constexpr std::size_t max_idempotency_key = 255;
 
 /// One incoming call: the request, and what validation made of it.
 struct call {
@@ -55,22 +54,6 @@ void validate(call& c, const endpoint& ep) {
   auto errors = check_fields(c.view, ep.fields);
   if (!errors.empty())
     throw http::validation_error(errors);
-}
-
-std::optional<std::string> idempotency_key(const httplib::Request& req) {
-  if (!req.has_header("Idempotency-Key"))
-    return std::nullopt;
-  auto key = req.get_header_value("Idempotency-Key");
-  bool printable = !key.empty() && key.size() <= max_idempotency_key;
-  for (unsigned char ch : key)
-    printable = printable && ch >= 0x21 && ch <= 0x7E;
-  if (!printable)
-    throw http::api_error(http::error_kind::validation_failed,
-                          fmt::format("Idempotency-Key must be 1 to {} printable ASCII characters "
-                                      "without spaces",
-                                      max_idempotency_key),
-                          {{"Idempotency-Key", "must be 1 to 255 printable ASCII characters"}});
-  return key;
 }
 
 /// What identifies "the same request" for a key: the path (which carries a revert's id) and the
@@ -184,7 +167,7 @@ struct simulator::impl {
     c.view.aggregate = aggregate.empty() ? "unknown" : aggregate;
     if (ep.is_revert() && req.matches.size() > 1)
       c.view.id = req.matches[1].str();
-    c.key = idempotency_key(req);
+    c.key = http::idempotency_key(req);
     validate(c, ep);
 
     if (how == mode::fail) {

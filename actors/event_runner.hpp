@@ -10,6 +10,7 @@
 #include "persistence/outbox_repository.hpp"
 
 #include <chrono>
+#include <exception>
 #include <optional>
 #include <random>
 #include <string>
@@ -32,8 +33,19 @@ public:
   /// `actor_name` tags the log lines (e.g. "outbox-processor-2").
   event_runner(const engine_context& ctx, std::string actor_name);
 
-  /// Runs a claimed outbox event and completes, retries, dead-letters or releases it.
+  /// Runs a claimed outbox event and completes, retries, dead-letters or releases it. An
+  /// exception other than a lost connection (e.g. the database refusing a statement) fails the
+  /// run (fail()) instead of escaping; a lost connection escapes to the claim loop.
   void run(const persistence::claimed_event& e);
+
+  /// Fails run e.attempts+1 of `e` for `cause`, logged at ERROR: retried with backoff while the
+  /// outbox retry budget lasts, then dead-lettered (MAX_RETRIES_EXCEEDED, or for a cancellation
+  /// CANCELLATION_FAILED) with `cause` as last_error. Never throws but for a lost connection.
+  void fail(const persistence::claimed_event& e, const std::string& cause);
+
+  /// The last_error of a run that `error` ended: "recording failed: <PostgreSQL's message>" for
+  /// a statement the database refused, "processing failed: <what>" otherwise.
+  static std::string failure_cause(const std::exception& error);
 
   /// Reverts, newest fan-out step first, the successful forward calls of `original_event_id`
   /// that have a revert and are not reverted yet. `row_event_type` labels the revert rows.

@@ -5,9 +5,9 @@
 #include "domain/delivery.hpp"
 #include "domain/response_body.hpp"
 #include "domain/revert.hpp"
-#include "persistence/connection_pool.hpp"
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
+#include "persistence/connection_pool.hpp"
 
 #include <algorithm>
 #include <list>
@@ -78,24 +78,12 @@ void fill_response(persistence::attempt_row& row, const client::call_result& r,
       row.response_content_type = domain::readable_text(r.content_type, max_error_body);
     row.response_truncated = r.truncated;
   }
-  switch (domain::classify_body(r.body)) {
-  case domain::body_kind::empty:
-    break;
-  case domain::body_kind::json:
-    row.response_payload_json = r.body;
-    break;
-  case domain::body_kind::text:
-    row.response_text = r.body;
-    break;
-  case domain::body_kind::bytes:
-    row.response_body = r.body;
-    break;
-  }
+  domain::store_body(row, r.body);
   row.outcome = outcome;
   if (outcome != domain::attempt_outcome::success)
-    row.error_message =
-        r.status ? fmt::format("HTTP {}: {}", *r.status, domain::readable_text(r.body, max_error_body))
-                 : domain::readable_text(r.error);
+    row.error_message = r.status ? fmt::format("HTTP {}: {}", *r.status,
+                                               domain::readable_text(r.body, max_error_body))
+                                 : domain::readable_text(r.error);
 }
 
 } // namespace
@@ -179,8 +167,9 @@ void event_runner::fail(const persistence::claimed_event& e, const std::string& 
     if (persistence::is_connection_loss(again))
       throw;
     // Still not the worker's end: the lease expires and the reaper hands the event on.
-    log::error(name_, "event {}: its failure could not be recorded either ({}); it waits for its "
-                      "lease to expire",
+    log::error(name_,
+               "event {}: its failure could not be recorded either ({}); it waits for its "
+               "lease to expire",
                e.id, again.what());
   }
 }

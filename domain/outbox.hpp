@@ -46,7 +46,7 @@ struct attempt_columns {
   std::optional<std::string> response_text;         // other well-formed UTF-8 text without NUL
   std::optional<std::string> response_body;         // any other bytes, raw
   std::optional<std::string> response_content_type; // the answer's Content-Type, when sent
-  bool response_truncated = false; // the body was cut at the client's size limit
+  bool response_truncated = false;                  // the body was cut at the client's size limit
   std::optional<std::string> error_message;
   std::optional<int> duration_ms;
   attempt_outcome outcome = attempt_outcome::success;

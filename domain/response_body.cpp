@@ -105,8 +105,7 @@ bool jsonb_accepts(std::string_view body) {
   jsonb_check check;
   // Iterative: the depth of a hostile body must not be the depth of this thread's stack.
   constexpr unsigned flags = rapidjson::kParseValidateEncodingFlag |
-                             rapidjson::kParseIterativeFlag |
-                             rapidjson::kParseNumbersAsStringsFlag;
+                             rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag;
   return !reader.Parse<flags>(in, check).IsError();
 }
 
@@ -146,6 +145,22 @@ body_kind classify_body(std::string_view body) {
   if (jsonb_accepts(body))
     return body_kind::json;
   return is_storable_text(body) ? body_kind::text : body_kind::bytes;
+}
+
+void store_body(attempt_columns& row, const std::string& body) {
+  switch (classify_body(body)) {
+  case body_kind::empty:
+    break;
+  case body_kind::json:
+    row.response_payload_json = body;
+    break;
+  case body_kind::text:
+    row.response_text = body;
+    break;
+  case body_kind::bytes:
+    row.response_body = body;
+    break;
+  }
 }
 
 std::string readable_text(std::string_view bytes, std::size_t max_bytes) {

@@ -3,6 +3,8 @@
 // readable rendering of arbitrary bytes for messages.
 #pragma once
 
+#include "domain/outbox.hpp"
+
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -29,6 +31,9 @@ inline constexpr int max_json_depth = 1000;
 /// and length at most 1000), nesting at most max_json_depth. Otherwise text when
 /// is_storable_text, otherwise bytes. Never throws.
 body_kind classify_body(std::string_view body);
+
+/// Puts `body` into the one column of `row` that classify_body chooses (none for an empty body).
+void store_body(attempt_columns& row, const std::string& body);
 
 /// True when `s` is well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points
 /// above U+10FFFF) without a NUL byte: what a PostgreSQL text column in UTF8 accepts.

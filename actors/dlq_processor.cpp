@@ -33,8 +33,8 @@ public:
   }
   void claimed(const std::vector<item>&) {}
   std::optional<milliseconds> next_due_in() { return repo()->next_due_in(); }
-  /// Compensates `d`; an exception other than a lost connection fails this attempt (fail())
-  /// instead of the worker.
+  /// Compensates `d`; a database error other than a lost connection fails this attempt
+  /// (fail()) instead of the worker.
   void run(const item& d);
   bool release(const item& d) { return repo()->release(d); }
 
@@ -56,7 +56,8 @@ private:
 void dlq_work::run(const item& d) {
   try {
     compensate(d);
-  } catch (const std::exception& error) {
+  } catch (const pqxx::failure& error) {
+    // As for events: a database error fails this dead letter's attempt, not the worker.
     if (persistence::is_connection_loss(error))
       throw; // the claim loop drops the batch and backs off
     fail(d, event_runner::failure_cause(error));
@@ -83,7 +84,7 @@ void dlq_work::fail(const item& d, const std::string& cause) {
                  "after {} attempt(s): {}",
                  d.id, d.event_type, d.aggregate_type, d.aggregate_id, attempt, cause);
     }
-  } catch (const std::exception& again) {
+  } catch (const pqxx::failure& again) {
     if (persistence::is_connection_loss(again))
       throw;
     log::error(tag_,

@@ -108,11 +108,9 @@ void event_runner::record(const persistence::attempt_row& row) {
   observe_call(row);
 }
 
-std::string event_runner::failure_cause(const std::exception& error) {
-  std::string_view what = error.what();
-  if (!dynamic_cast<const pqxx::sql_error*>(&error))
-    return "processing failed: " + domain::readable_text(what, max_failure_cause);
+std::string event_runner::failure_cause(const pqxx::failure& error) {
   // PostgreSQL's message without its severity prefix and CONTEXT / DETAIL lines.
+  std::string_view what = error.what();
   what = what.substr(0, what.find('\n'));
   if (what.rfind("ERROR:", 0) == 0)
     what.remove_prefix(6);
@@ -127,10 +125,11 @@ void event_runner::run(const persistence::claimed_event& e) {
       run_cancellation(e);
     else
       run_fanout(e);
-  } catch (const std::exception& error) {
-    // A lost connection is the claim loop's business (drop the batch, back off). Anything else
-    // belongs to this event alone: it fails the run instead of the worker, so that one event
-    // the database refuses cannot crash-loop a processor.
+  } catch (const pqxx::failure& error) {
+    // A lost connection is the claim loop's business (drop the batch, back off). Any other
+    // database error belongs to this event alone: it fails the run instead of the worker, so
+    // that one event the database refuses cannot crash-loop a processor. (Other exceptions are
+    // bugs: they still crash the worker, and the supervisor restarts it.)
     if (persistence::is_connection_loss(error))
       throw;
     fail(e, failure_cause(error));
@@ -163,7 +162,7 @@ void event_runner::fail(const persistence::claimed_event& e, const std::string& 
     m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", reason}});
     log::warn(name_, "event {} {} {} {} dead-lettered ({}): {}", e.id, e.event_type,
               e.aggregate_type, e.aggregate_id, reason, cause);
-  } catch (const std::exception& again) {
+  } catch (const pqxx::failure& again) {
     if (persistence::is_connection_loss(again))
       throw;
     // Still not the worker's end: the lease expires and the reaper hands the event on.

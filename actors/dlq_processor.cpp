@@ -7,6 +7,7 @@
 #include "actors/workers.hpp"
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
+#include "persistence/connection_pool.hpp"
 #include "persistence/dlq_repository.hpp"
 
 #include <caf/all.hpp>
@@ -32,10 +33,16 @@ public:
   }
   void claimed(const std::vector<item>&) {}
   std::optional<milliseconds> next_due_in() { return repo()->next_due_in(); }
+  /// Compensates `d`; a database error other than a lost connection fails this attempt
+  /// (fail()) instead of the worker.
   void run(const item& d);
   bool release(const item& d) { return repo()->release(d); }
 
 private:
+  void compensate(const item& d);
+  /// Fails compensation attempt d.attempts+1 for `cause`: retried while dlq.maxRetries lasts,
+  /// then FAILED and the order ATTENTION, with `cause` as the revert error.
+  void fail(const item& d, const std::string& cause);
   /// The dead-letter repository on a borrowed connection, for one statement.
   persistence::worker_connections::lease<persistence::dlq_repository> repo() {
     return ctx_->db->dlq(tag_);
@@ -47,6 +54,47 @@ private:
 };
 
 void dlq_work::run(const item& d) {
+  try {
+    compensate(d);
+  } catch (const pqxx::failure& error) {
+    // As for events: a database error fails this dead letter's attempt, not the worker.
+    if (persistence::is_connection_loss(error))
+      throw; // the claim loop drops the batch and backs off
+    fail(d, event_runner::failure_cause(error));
+  }
+}
+
+void dlq_work::fail(const item& d, const std::string& cause) {
+  const int attempt = d.attempts + 1;
+  log::error(tag_, "dead letter {} (event {} {} {} {}) compensation attempt {}: {}", d.id,
+             d.original_event_id, d.event_type, d.aggregate_type, d.aggregate_id, attempt, cause);
+  try {
+    auto next = runner_->decide(domain::run_kind::compensation, domain::attempt_outcome::retryable,
+                                attempt, std::nullopt);
+    if (next.what == domain::next_step::kind::retry) {
+      if (repo()->retry(d, next.delay, cause))
+        log::warn(tag_, "dead letter {} compensation retry {} of {} in {}ms: {}", d.id, attempt,
+                  ctx_->settings.dlq.max_retries, next.delay.count(), cause);
+      return;
+    }
+    if (repo()->fail(d, cause)) {
+      metrics::global().compensations.inc({{"kind", "dead_letter"}, {"outcome", "failed"}});
+      log::error(tag_,
+                 "order needs attention: compensation of dead letter {} ({} {} {}) failed "
+                 "after {} attempt(s): {}",
+                 d.id, d.event_type, d.aggregate_type, d.aggregate_id, attempt, cause);
+    }
+  } catch (const pqxx::failure& again) {
+    if (persistence::is_connection_loss(again))
+      throw;
+    log::error(tag_,
+               "dead letter {}: its failure could not be recorded either ({}); it waits for its "
+               "lease to expire",
+               d.id, again.what());
+  }
+}
+
+void dlq_work::compensate(const item& d) {
   const auto& s = ctx_->settings;
   const int attempt = d.attempts + 1;
   // A redriven failed cancellation compensates the event it cancels; any other dead letter

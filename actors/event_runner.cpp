@@ -3,9 +3,11 @@
 #include "actors/event_runner.hpp"
 
 #include "domain/delivery.hpp"
+#include "domain/response_body.hpp"
 #include "domain/revert.hpp"
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
+#include "persistence/connection_pool.hpp"
 
 #include <algorithm>
 #include <list>
@@ -17,8 +19,8 @@ namespace outboxd::actors {
 namespace {
 
 using std::chrono::milliseconds;
-constexpr std::size_t max_response_text = 2048;
 constexpr std::size_t max_error_body = 200;
+constexpr std::size_t max_failure_cause = 1000;
 
 std::string to_json(const rapidjson::Value& v) {
   rapidjson::StringBuffer sb;
@@ -42,15 +44,6 @@ private:
   std::list<rapidjson::Document> docs_;
 };
 
-std::string truncate(const std::string& s, std::size_t n) {
-  if (s.size() <= n)
-    return s;
-  auto cut = n;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
-    --cut; // never split a UTF-8 sequence
-  return s.substr(0, cut) + "…";
-}
-
 bool sends_body(const std::string& method) {
   return method == "POST" || method == "PUT" || method == "PATCH";
 }
@@ -73,24 +66,24 @@ std::int64_t now_unix_ms() {
       .count();
 }
 
-/// Fills the response columns of `row` from `r`, and the error for a non-success.
+/// Fills the response columns of `row` from `r`, and the error for a non-success. Whatever the
+/// destination sent, the row can be inserted: the body goes to the one column that holds it
+/// unchanged, and every text column gets well-formed UTF-8 without NUL.
 void fill_response(persistence::attempt_row& row, const client::call_result& r,
                    domain::attempt_outcome outcome) {
   row.response_status = r.status;
   row.duration_ms = static_cast<int>(r.duration.count());
-  if (!r.body.empty()) {
-    rapidjson::Document d;
-    d.Parse(r.body.data(), r.body.size());
-    if (!d.HasParseError())
-      row.response_payload_json = r.body;
-    else
-      row.response_text = truncate(r.body, max_response_text);
+  if (r.status) {
+    if (!r.content_type.empty())
+      row.response_content_type = domain::readable_text(r.content_type, max_error_body);
+    row.response_truncated = r.truncated;
   }
+  domain::store_body(row, r.body);
   row.outcome = outcome;
   if (outcome != domain::attempt_outcome::success)
-    row.error_message =
-        r.status ? fmt::format("HTTP {}: {}", *r.status, truncate(r.body, max_error_body))
-                 : r.error;
+    row.error_message = r.status ? fmt::format("HTTP {}: {}", *r.status,
+                                               domain::readable_text(r.body, max_error_body))
+                                 : domain::readable_text(r.error);
 }
 
 } // namespace
@@ -115,11 +108,69 @@ void event_runner::record(const persistence::attempt_row& row) {
   observe_call(row);
 }
 
+std::string event_runner::failure_cause(const pqxx::failure& error) {
+  // PostgreSQL's message without its severity prefix and CONTEXT / DETAIL lines.
+  std::string_view what = error.what();
+  what = what.substr(0, what.find('\n'));
+  if (what.rfind("ERROR:", 0) == 0)
+    what.remove_prefix(6);
+  while (!what.empty() && what.front() == ' ')
+    what.remove_prefix(1);
+  return "recording failed: " + domain::readable_text(what, max_failure_cause);
+}
+
 void event_runner::run(const persistence::claimed_event& e) {
-  if (e.event_type.rfind('!', 0) == 0)
-    run_cancellation(e);
-  else
-    run_fanout(e);
+  try {
+    if (e.event_type.rfind('!', 0) == 0)
+      run_cancellation(e);
+    else
+      run_fanout(e);
+  } catch (const pqxx::failure& error) {
+    // A lost connection is the claim loop's business (drop the batch, back off). Any other
+    // database error belongs to this event alone: it fails the run instead of the worker, so
+    // that one event the database refuses cannot crash-loop a processor. (Other exceptions are
+    // bugs: they still crash the worker, and the supervisor restarts it.)
+    if (persistence::is_connection_loss(error))
+      throw;
+    fail(e, failure_cause(error));
+  }
+}
+
+void event_runner::fail(const persistence::claimed_event& e, const std::string& cause) {
+  const int attempt = e.attempts + 1;
+  log::error(name_, "event {} {} {} {} attempt {}: {}", e.id, e.event_type, e.aggregate_type,
+             e.aggregate_id, attempt, cause);
+  const bool cancellation = e.event_type.rfind('!', 0) == 0;
+  const metrics::labels type{{"event_type", e.event_type}};
+  try {
+    auto next = decide(cancellation ? domain::run_kind::cancellation : domain::run_kind::fanout,
+                       domain::attempt_outcome::retryable, attempt, std::nullopt);
+    if (next.what == domain::next_step::kind::retry) {
+      if (!repo()->retry(e, next.delay, cause))
+        return lease_lost(e, "retry");
+      m().events_retried.inc(type);
+      log::info(name_, "event {} {}: retry {} of {} in {}ms", e.id, e.event_type, attempt,
+                ctx_.settings.outbox.max_retries, next.delay.count());
+      return;
+    }
+    const std::string reason(domain::to_string(next.reason));
+    bool dead = cancellation ? repo()->dead_letter(e, reason, cause, "FAILED",
+                                                   domain::engine_outcome::compensation_failed)
+                             : repo()->dead_letter(e, reason, cause);
+    if (!dead)
+      return lease_lost(e, "dead letter");
+    m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", reason}});
+    log::warn(name_, "event {} {} {} {} dead-lettered ({}): {}", e.id, e.event_type,
+              e.aggregate_type, e.aggregate_id, reason, cause);
+  } catch (const pqxx::failure& again) {
+    if (persistence::is_connection_loss(again))
+      throw;
+    // Still not the worker's end: the lease expires and the reaper hands the event on.
+    log::error(name_,
+               "event {}: its failure could not be recorded either ({}); it waits for its "
+               "lease to expire",
+               e.id, again.what());
+  }
 }
 
 void event_runner::run_fanout(const persistence::claimed_event& e) {

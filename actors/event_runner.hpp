@@ -10,7 +10,9 @@
 #include "persistence/outbox_repository.hpp"
 
 #include <chrono>
+#include <exception>
 #include <optional>
+#include <pqxx/except>
 #include <random>
 #include <string>
 
@@ -32,8 +34,20 @@ public:
   /// `actor_name` tags the log lines (e.g. "outbox-processor-2").
   event_runner(const engine_context& ctx, std::string actor_name);
 
-  /// Runs a claimed outbox event and completes, retries, dead-letters or releases it.
+  /// Runs a claimed outbox event and completes, retries, dead-letters or releases it. A database
+  /// error other than a lost connection (the database refusing a statement) fails the run
+  /// (fail()) instead of escaping; a lost connection, and any other exception, escape to the
+  /// claim loop.
   void run(const persistence::claimed_event& e);
+
+  /// Fails run e.attempts+1 of `e` for `cause`, logged at ERROR: retried with backoff while the
+  /// outbox retry budget lasts, then dead-lettered (MAX_RETRIES_EXCEEDED, or for a cancellation
+  /// CANCELLATION_FAILED) with `cause` as last_error. Never throws but for a lost connection.
+  void fail(const persistence::claimed_event& e, const std::string& cause);
+
+  /// The last_error of a run that database error `error` ended: "recording failed:
+  /// <PostgreSQL's message>" (its first line, without the severity).
+  static std::string failure_cause(const pqxx::failure& error);
 
   /// Reverts, newest fan-out step first, the successful forward calls of `original_event_id`
   /// that have a revert and are not reverted yet. `row_event_type` labels the revert rows.

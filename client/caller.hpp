@@ -32,6 +32,7 @@ struct call_result {
   std::optional<int> status; // nullopt: transport error (see error)
   std::string body;
   std::string content_type;
+  bool truncated = false;
   std::string retry_after; // the Retry-After header, if any
   std::string error;       // transport error, e.g. "connection refused", "read timeout"
   std::chrono::milliseconds duration{0};

@@ -41,8 +41,12 @@ struct attempt_columns {
   std::optional<std::string> idempotency_key;
   std::optional<std::string> request_payload_json;
   std::optional<int> response_status;
-  std::optional<std::string> response_payload_json;
-  std::optional<std::string> response_text;
+  // The answer's body is in at most one of these three (domain::classify_body decides which).
+  std::optional<std::string> response_payload_json; // JSON that jsonb takes
+  std::optional<std::string> response_text;         // other well-formed UTF-8 text without NUL
+  std::optional<std::string> response_body;         // any other bytes, raw
+  std::optional<std::string> response_content_type; // the answer's Content-Type, when sent
+  bool response_truncated = false;                  // the body was cut at the client's size limit
   std::optional<std::string> error_message;
   std::optional<int> duration_ms;
   attempt_outcome outcome = attempt_outcome::success;

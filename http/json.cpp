@@ -1,6 +1,7 @@
 // Request parsing and resource codecs. Field names are the camelCase column names.
 #include "http/json.hpp"
 
+#include "domain/response_body.hpp"
 #include "http/errors.hpp"
 
 #include <algorithm>
@@ -73,13 +74,24 @@ void write_event(json_writer& w, const domain::event_record& e) {
 }
 
 void write_attempt(json_writer& w, const domain::attempt_record& a) {
-  w.object("id", a.id, "eventId", a.event_id, "eventType", a.event_type, "destination",
+  w.start_object();
+  w.fields("id", a.id, "eventId", a.event_id, "eventType", a.event_type, "destination",
            a.destination, "fanoutOrder", a.fanout_order, "attempt", a.attempt, "outcome",
            domain::to_string(a.outcome), "httpMethod", a.http_method, "endpointUrl", a.endpoint_url,
            "idempotencyKey", a.idempotency_key, "responseStatus", a.response_status,
            "requestPayload", raw_json(a.request_payload_json), "responsePayload",
            raw_json(a.response_payload_json), "responseText", a.response_text, "errorMessage",
-           a.error_message, "durationMs", a.duration_ms, "publishedAt", a.published_at);
+           a.error_message, "durationMs", a.duration_ms, "publishedAt", a.published_at,
+           "responseContentType", a.response_content_type, "responseTruncated",
+           a.response_truncated);
+  // Bytes that are neither JSON nor text travel as base64; JSON strings cannot carry them.
+  w.key("responseBody");
+  if (a.response_body)
+    w.object("encoding", "base64", "data", domain::base64(*a.response_body), "bytes",
+             static_cast<std::int64_t>(a.response_body->size()));
+  else
+    w.null();
+  w.end_object();
 }
 
 void write_dead_letter(json_writer& w, const domain::dead_letter_record& d) {

@@ -84,6 +84,12 @@ public:
     end_object();
   }
 
+  /// Members of an object already started, from alternating keys and values.
+  template <class... KeysAndValues> void fields(const KeysAndValues&... kv) {
+    static_assert(sizeof...(kv) % 2 == 0, "fields() takes key, value pairs");
+    members(kv...);
+  }
+
   std::string str() const { return {buffer_.GetString(), buffer_.GetSize()}; }
 
 private:

@@ -30,11 +30,12 @@ UPDATE outbox_events e
 RETURNING e.id, e.lease_token, e.aggregate_type, e.aggregate_id, e.event_type, e.payloads::text,
           e.attempts, EXISTS (SELECT 1 FROM aggregate_results r WHERE r.event_id = e.id))sql";
 
-constexpr int attempt_columns_count = 16;
+constexpr int attempt_columns_count = 19;
 constexpr const char* record_attempt_columns = R"sql(
 INSERT INTO aggregate_results (event_id, aggregate_id, event_type, destination, fanout_order,
   attempt, endpoint_url, http_method, idempotency_key, request_payload, response_status,
-  response_payload, response_text, outcome, error_message, duration_ms))sql";
+  response_payload, response_text, outcome, error_message, duration_ms, response_body,
+  response_content_type, response_truncated))sql";
 
 // A claim and an attempt row commit without waiting for the WAL flush (set_config in RETURNING
 // switches synchronous_commit off for the statement's own implicit transaction). The event's
@@ -142,12 +143,27 @@ SELECT coalesce(
   (SELECT max(event_id) FROM aggregate_results
     WHERE aggregate_id = $2 AND event_type = $3 AND destination NOT LIKE '%.revert')))sql";
 
-/// The attempt row's INSERT with its 16 values bound to parameters $first, $first+1, ...
+/// The attempt row's INSERT with its 19 values bound to parameters $first, $first+1, ...
 std::string insert_attempt_sql(int first) {
   std::string sql = fmt::format("{} VALUES (${}", record_attempt_columns, first);
   for (int i = 1; i < attempt_columns_count; ++i)
     sql += fmt::format(", ${}", first + i);
   return sql + ")";
+}
+
+/// Bytes as a bytea parameter in text form (PostgreSQL's hex input format): a text parameter
+/// keeps the statements' parameter lists uniform and nullable.
+std::optional<std::string> bytea_param(const std::optional<std::string>& bytes) {
+  if (!bytes)
+    return std::nullopt;
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out = "\\x";
+  out.reserve(2 + bytes->size() * 2);
+  for (unsigned char c : *bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
 }
 
 bool is_cancellation(const std::string& event_type) {
@@ -205,7 +221,8 @@ void outbox_repository::record_attempt(const attempt_row& a) {
                    a.fanout_order, a.attempt, a.endpoint_url, a.http_method, a.idempotency_key,
                    a.request_payload_json, a.response_status, a.response_payload_json,
                    a.response_text, std::string(domain::to_string(a.outcome)), a.error_message,
-                   a.duration_ms);
+                   a.duration_ms, bytea_param(a.response_body), a.response_content_type,
+                   a.response_truncated);
 }
 
 std::vector<stored_success> outbox_repository::successes(std::int64_t event_id) {
@@ -300,7 +317,8 @@ bool outbox_repository::complete(const claimed_event& e,
                            a.http_method, a.idempotency_key, a.request_payload_json,
                            a.response_status, a.response_payload_json, a.response_text,
                            std::string(domain::to_string(a.outcome)), a.error_message,
-                           a.duration_ms)[0]
+                           a.duration_ms, bytea_param(a.response_body), a.response_content_type,
+                           a.response_truncated)[0]
              .as<int>() == 1;
 }
 

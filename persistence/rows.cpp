@@ -69,6 +69,10 @@ domain::attempt_record to_attempt(const pqxx::row& r) {
   a.error_message = optional_field<std::string>(r[15]);
   a.duration_ms = optional_field<int>(r[16]);
   a.published_at = r[17].as<std::string>();
+  if (!r[18].is_null())
+    a.response_body = pqxx::binarystring(r[18]).str();
+  a.response_content_type = optional_field<std::string>(r[19]);
+  a.response_truncated = r[20].as<bool>();
   return a;
 }
 

@@ -591,9 +591,7 @@ function auditView(t, open) {
       el('p', { class: 'muted small-text', text: `event #${a.eventId} ${a.eventType || ''} · Idempotency-Key ${a.idempotencyKey || '—'}` }),
       el('div', { class: 'payloads' },
         el('div', null, el('h4', { text: 'Request' }), el('pre', { text: a.requestPayload === null ? '(no body)' : json(a.requestPayload) })),
-        el('div', null, el('h4', { text: 'Response' }), el('pre', {
-          text: a.responsePayload !== null ? json(a.responsePayload) : a.responseText ? a.responseText : '(no body)',
-        }))));
+        responseView(a)));
     if (open.has(key)) details.open = true;
     return details;
   });
@@ -603,6 +601,40 @@ function auditView(t, open) {
     attempts.length ? el('div', { class: 'attempts' }, attempts) : el('p', { class: 'muted', text: 'No calls yet.' }),
     el('h3', { text: 'Events' }), events,
     el('h3', { text: 'Dead letters' }), dead];
+}
+
+// Bytes that are neither JSON nor text (a.responseBody, base64): a readable preview, invalid
+// UTF-8 as U+FFFD and control characters as \xNN, under a visible mark. Text only, never HTML.
+const PREVIEW_CHARS = 4096;
+
+function bytesPreview(body) {
+  let bytes;
+  try {
+    bytes = Uint8Array.from(atob(body.data || ''), (c) => c.charCodeAt(0));
+  } catch {
+    return '(not decodable)';
+  }
+  const text = new TextDecoder('utf-8', { fatal: false }).decode(bytes);
+  const shown = text.length > PREVIEW_CHARS ? `${text.slice(0, PREVIEW_CHARS)}…` : text;
+  // eslint-disable-next-line no-control-regex
+  return shown.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g,
+    (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
+function responseView(a) {
+  const marks = [];
+  let text = '(no body)';
+  if (a.responsePayload !== null && a.responsePayload !== undefined) text = json(a.responsePayload);
+  else if (a.responseText) text = a.responseText;
+  else if (a.responseBody) {
+    text = bytesPreview(a.responseBody);
+    marks.push(el('span', { class: 'badge body-mark binary', text: `binary / not UTF-8 — ${a.responseBody.bytes} bytes, shown escaped` }));
+  }
+  if (a.responseTruncated) marks.push(el('span', { class: 'badge body-mark truncated', text: 'cut at the size limit' }));
+  return el('div', { class: 'response', data: { body: a.responseBody ? 'bytes' : a.responseText ? 'text' : a.responsePayload !== null ? 'json' : 'none' } },
+    el('h4', null, 'Response', a.responseContentType ? el('span', { class: 'muted small-text content-type', text: ` · ${a.responseContentType}` }) : null),
+    marks.length ? el('p', { class: 'body-marks' }, marks) : null,
+    el('pre', { text }));
 }
 
 function tiles(entries) {

@@ -81,7 +81,8 @@ struct openapi_fixture {
   }
 
   /// Attempts of every shape for event `event_id`: a success with a JSON answer, a retryable
-  /// answer that was not JSON, a call that got no answer, and a skipped step.
+  /// answer that was not JSON, a call that got no answer, a skipped step, and an answer kept
+  /// as bytes.
   void add_attempts(std::int64_t event_id, std::int64_t order) {
     auto o = std::to_string(order);
     auto e = std::to_string(event_id);
@@ -106,6 +107,14 @@ struct openapi_fixture {
         e + ", '" + o +
         "', 'OrderCreated', 'fraudCheck', 1, 1, 'http://127.0.0.1/api/fraud', "
         "'POST', NULL, NULL, NULL, '\"text\"', NULL, 'skipped', NULL, NULL)");
+    // An answer kept as bytes (not UTF-8), with its content type, cut at the size limit.
+    sql("INSERT INTO aggregate_results (event_id, aggregate_id, event_type, destination, "
+        "fanout_order, attempt, endpoint_url, http_method, response_status, outcome, "
+        "error_message, duration_ms, response_body, response_content_type, response_truncated) "
+        "VALUES (" +
+        e + ", '" + o +
+        "', 'OrderCreated', 'billing', 3, 2, 'http://127.0.0.1/api/billing', 'POST', 502, "
+        "'retryable', 'HTTP 502: \xEF\xBF\xBD', 4, '\\x89504e47000a'::bytea, 'image/png', true)");
   }
 
   /// A dead letter in `status` for order `order`'s OrderCreated; returns its id.

@@ -1,0 +1,333 @@
+// Hostile answers end to end: a real outboxd on a real PostgreSQL calls an inventory and a fraud
+// check served by this test, which answer with bodies the result table cannot hold as JSON or
+// text (JSON with \u0000, Latin-1, PNG bytes, no body, lying or missing content types). Every
+// attempt is recorded as received and shown marked by the API; no worker crashes. And an event
+// whose rows the database refuses for a reason of its own fails alone, without a crash loop.
+#include "test/support/outboxd_process.hpp"
+#include "test/support/test_db.hpp"
+
+#include <arpa/inet.h>
+#include <atomic>
+#include <cctype>
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace outboxd::test;
+using namespace std::chrono_literals;
+using namespace std::string_literals;
+
+namespace {
+
+/// How the remote answers a call: status, body, and Content-Type (none when empty).
+struct answer {
+  int status = 200;
+  std::string body;
+  std::string content_type;
+};
+
+/// Inventory (reserve, and a revert that releases) and fraud check on one port, answering
+/// whatever the test set last. Raw sockets, so that the answer has exactly the headers given (an
+/// HTTP library would add a Content-Type of its own); one request per connection.
+class remote {
+public:
+  remote() : port(free_port()), fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    int on = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::listen(fd_, 64) == 0);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~remote() {
+    stopping_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  void answer_with(answer a) {
+    std::lock_guard lock(mutex_);
+    answer_ = std::move(a);
+  }
+
+  const int port;
+
+private:
+  void serve() {
+    while (!stopping_) {
+      int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0)
+        return;
+      timeval tv{5, 0};
+      ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      std::string in;
+      char buf[4096];
+      std::size_t head_end = std::string::npos;
+      std::size_t need = 0;
+      while (true) {
+        if (head_end == std::string::npos &&
+            (head_end = in.find("\r\n\r\n")) != std::string::npos) {
+          auto head = in.substr(0, head_end);
+          for (auto& ch : head)
+            ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+          auto at = head.find("content-length:");
+          need = head_end + 4 + (at == std::string::npos ? 0 : std::stoul(head.substr(at + 15)));
+        }
+        if (head_end != std::string::npos && in.size() >= need)
+          break;
+        auto n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0)
+          break;
+        in.append(buf, static_cast<std::size_t>(n));
+      }
+      answer a;
+      {
+        std::lock_guard lock(mutex_);
+        a = in.rfind("DELETE ", 0) == 0 ? answer{200, R"({"released":true})", "application/json"}
+                                        : answer_;
+      }
+      auto out =
+          fmt::format("HTTP/1.1 {} Answer\r\nContent-Length: {}\r\n", a.status, a.body.size());
+      if (!a.content_type.empty())
+        out += "Content-Type: " + a.content_type + "\r\n";
+      out += "Connection: close\r\n\r\n" + a.body;
+      ::send(c, out.data(), out.size(), MSG_NOSIGNAL);
+      ::close(c);
+    }
+  }
+
+  int fd_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+  std::mutex mutex_;
+  answer answer_{200, R"({"reservationId":"RES-1"})", "application/json"};
+};
+
+struct hostile_fixture {
+  explicit hostile_fixture(const char* database = "outboxd_e2e_hostile_answers")
+      : config(write_config()), conninfo(fresh_database(database)),
+        p("hostile-answers", conninfo,
+          {"--config", config, "--set", "outbox.maxRetries=2", "--set", "dlq.maxRetries=1"}) {
+    p.wait_up();
+  }
+  ~hostile_fixture() { ::unlink(config.c_str()); }
+
+  std::string write_config() {
+    auto path = fmt::format("/tmp/outboxd-hostile-answers-{}-{}.json", ::getpid(), server.port);
+    std::ofstream(path) << fmt::format(R"({{"http": {{
+      "routes": {{
+        "inventory": {{"url": "http://127.0.0.1:{0}/inventory", "timeout": "2s",
+                      "revert": {{"url": "http://127.0.0.1:{0}/inventory/RES-1/release",
+                                 "method": "DELETE"}}}},
+        "fraudCheck": {{"url": "http://127.0.0.1:{0}/fraud", "timeout": "2s"}}
+      }},
+      "fanout": {{"OrderCreated": ["inventory", "fraudCheck"]}}
+    }}}})",
+                                       server.port);
+    return path;
+  }
+
+  /// Creates an order for `customer` and waits until it is CONFIRMED, FAILED or ATTENTION.
+  std::pair<long long, std::string> run_order(const std::string& customer = "C-1") {
+    auto r = p.client().post("/api/orders", R"({"customerId":")" + customer +
+                                                R"(","totalAmount":10,"shippingType":"domestic"})");
+    REQUIRE_MESSAGE(r.status == 201, r.body);
+    auto id = r.num("/id");
+    std::string status;
+    wait_until(
+        [&] {
+          status = p.client().get("/api/orders/" + std::to_string(id)).str("/order/status");
+          return status == "CONFIRMED" || status == "FAILED" || status == "ATTENTION";
+        },
+        30s);
+    return {id, status};
+  }
+
+  void check_no_crash() {
+    CHECK(p.process().running());
+    CHECK_MESSAGE(p.output().find("crashed") == std::string::npos, p.output());
+  }
+
+  remote server;
+  std::string config;
+  std::string conninfo;
+  outboxd_process p;
+};
+
+std::string base64(const std::string& bytes) {
+  static constexpr char alphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    unsigned v = static_cast<unsigned char>(bytes[i]) << 16 |
+                 static_cast<unsigned char>(bytes[i + 1]) << 8 |
+                 static_cast<unsigned char>(bytes[i + 2]);
+    for (int s : {18, 12, 6, 0})
+      out += alphabet[v >> s & 63];
+  }
+  if (i < bytes.size()) {
+    unsigned v = static_cast<unsigned char>(bytes[i]) << 16;
+    if (i + 1 < bytes.size())
+      v |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+    out += alphabet[v >> 18 & 63];
+    out += alphabet[v >> 12 & 63];
+    out += i + 1 < bytes.size() ? alphabet[v >> 6 & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+enum class stored { json, text, bytes, none };
+
+/// Checks how the API shows one attempt's answer: in exactly the field `where`, unchanged.
+void check_shown(const rapidjson::Value& a, const answer& sent, stored where) {
+  CAPTURE(sent.body);
+  REQUIRE(a["responseStatus"].IsInt());
+  CHECK(a["responseStatus"].GetInt() == sent.status);
+  if (sent.content_type.empty())
+    CHECK(a["responseContentType"].IsNull());
+  else
+    CHECK(std::string(a["responseContentType"].GetString()) == sent.content_type);
+  CHECK(a["responseTruncated"].IsFalse());
+  CHECK(a["responsePayload"].IsNull() == (where != stored::json));
+  CHECK(a["responseText"].IsNull() == (where != stored::text));
+  CHECK(a["responseBody"].IsNull() == (where != stored::bytes));
+  if (where == stored::text)
+    CHECK(std::string(a["responseText"].GetString(), a["responseText"].GetStringLength()) ==
+          sent.body);
+  if (where == stored::bytes) {
+    CHECK(std::string(a["responseBody"]["encoding"].GetString()) == "base64");
+    CHECK(std::string(a["responseBody"]["data"].GetString()) == base64(sent.body));
+    CHECK(a["responseBody"]["bytes"].GetInt64() == static_cast<std::int64_t>(sent.body.size()));
+  }
+}
+
+/// Runs one order against `sent` from both destinations (the first row is recorded on its own,
+/// the last one with the completion) and checks both rows.
+void check_class(hostile_fixture& f, const answer& sent, stored where,
+                 const std::string& expected_status = "CONFIRMED") {
+  f.server.answer_with(sent);
+  auto [id, status] = f.run_order();
+  CHECK(status == expected_status);
+  auto t = f.p.timeline(id);
+  REQUIRE(t.json["attempts"].Size() >= 2);
+  check_shown(t.json["attempts"][0], sent, where);
+  check_shown(t.json["attempts"][1], sent, where);
+  f.check_no_crash();
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(hostile_fixture, "JSON with a \\u0000 escape is kept as text") {
+  check_class(*this, {200, R"({"reservationId":"RES-1","note":"a\u0000b"})", "application/json"},
+              stored::text);
+}
+
+TEST_CASE_FIXTURE(hostile_fixture, "Latin-1 text is kept as bytes") {
+  check_class(*this, {200, "r\xE9serv\xE9 \xE0 Z\xFCrich", "text/plain; charset=iso-8859-1"},
+              stored::bytes);
+}
+
+TEST_CASE_FIXTURE(hostile_fixture, "PNG bytes are kept as bytes") {
+  check_class(*this,
+              {200,
+               "\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89"s,
+               "image/png"},
+              stored::bytes);
+}
+
+TEST_CASE_FIXTURE(hostile_fixture, "an empty body stores no body, and the content type") {
+  check_class(*this, {200, "", "text/plain"}, stored::none);
+}
+
+TEST_CASE_FIXTURE(hostile_fixture, "JSON labelled text/html is stored as JSON") {
+  check_class(*this, {200, R"({"reservationId":"RES-1"})", "text/html"}, stored::json);
+}
+
+TEST_CASE_FIXTURE(hostile_fixture, "HTML labelled application/json is stored as text") {
+  check_class(*this, {200, "<html><body>caf\xC3\xA9</body></html>", "application/json"},
+              stored::text);
+}
+
+TEST_CASE_FIXTURE(hostile_fixture, "a body without a content type is stored, type null") {
+  check_class(*this, {200, "plain words", ""}, stored::text);
+  check_class(*this, {200, "\xFF\xFE\0binary"s, ""}, stored::bytes);
+}
+
+TEST_CASE_FIXTURE(hostile_fixture,
+                  "a refusal with a binary body is recorded; its error message is readable") {
+  answer sent{400, "\xFF\xFE\0no\xE9"s, "application/octet-stream"};
+  server.answer_with(sent);
+  auto [id, status] = run_order();
+  CHECK(status == "FAILED"); // dead-lettered, and nothing to revert: inventory refused too
+  auto t = p.timeline(id);
+  REQUIRE(t.json["attempts"].Size() >= 1);
+  const auto& a = t.json["attempts"][0];
+  check_shown(a, sent, stored::bytes);
+  CHECK(std::string(a["errorMessage"].GetString()) ==
+        "HTTP 400: \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBDno\xEF\xBF\xBD");
+  REQUIRE(t.json["deadLetters"].Size() == 1);
+  CHECK(std::string(t.json["deadLetters"][0]["lastError"].GetString())
+            .rfind("inventory: HTTP 400", 0) == 0);
+  check_no_crash();
+}
+
+namespace {
+
+/// The database refuses every result row of orders of customer POISON, as a broken trigger,
+/// a full disk on one partition or a constraint would: nothing a body can cause.
+struct poison_fixture : hostile_fixture {
+  poison_fixture() : hostile_fixture("outboxd_e2e_hostile_poison") {
+    query_value(conninfo, R"sql(
+CREATE FUNCTION test_refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM orders WHERE id::text = NEW.aggregate_id AND customer_id = 'POISON') THEN
+    RAISE EXCEPTION 'test refuses results of order %', NEW.aggregate_id;
+  END IF;
+  RETURN NEW;
+END $$)sql");
+    query_value(conninfo, "CREATE TRIGGER test_refuse_poison BEFORE INSERT ON aggregate_results "
+                          "FOR EACH ROW EXECUTE FUNCTION test_refuse_poison()");
+  }
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(poison_fixture,
+                  "an event whose rows the database refuses is retried, dead-lettered with the "
+                  "cause, and the workers carry on") {
+  auto [before, before_status] = run_order();
+  CHECK(before_status == "CONFIRMED");
+  auto [poison, poison_status] = run_order("POISON");
+  auto [after, after_status] = run_order();
+  CHECK(after_status == "CONFIRMED");
+  // The dead letter's compensation re-sends the unrecorded inventory call to learn what to
+  // revert; its row is refused too, so the compensation fails for good: the order needs an
+  // operator.
+  CHECK(p.wait_status(poison, "ATTENTION") == "ATTENTION");
+  auto t = p.timeline(poison);
+  CHECK(t.json["attempts"].Size() == 0);
+  REQUIRE(t.json["events"].Size() == 1);
+  CHECK(t.str("/events/0/status") == "DEAD");
+  CHECK(t.num("/events/0/attempts") == 3); // outbox.maxRetries=2: two retries, then dead
+  REQUIRE(t.json["deadLetters"].Size() == 1);
+  CHECK(t.str("/deadLetters/0/reason") == "MAX_RETRIES_EXCEEDED");
+  auto expected = fmt::format("recording failed: test refuses results of order {}", poison);
+  CHECK(t.str("/deadLetters/0/lastError") == expected);
+  CHECK(t.str("/deadLetters/0/status") == "FAILED");
+  CHECK(t.str("/deadLetters/0/revertError") == expected);
+  CHECK(p.output().find(fmt::format("event {} OrderCreated order {} attempt 1: {}",
+                                    t.num("/events/0/id"), poison, expected)) != std::string::npos);
+  check_no_crash();
+  CHECK(p.client().get("/healthz").status == 200);
+}

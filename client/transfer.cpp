@@ -251,9 +251,12 @@ std::string transfer::describe(CURLcode code) const {
   std::string detail = error_text_[0] ? error_text_.data() : curl_easy_strerror(code);
   switch (code) {
   case CURLE_OPERATION_TIMEDOUT: {
-    curl_off_t connected = 0;
-    curl_easy_getinfo(easy_, CURLINFO_CONNECT_TIME_T, &connected);
-    if (connected == 0)
+    // A reused connection has no connect time: what tells is whether the request went out.
+    curl_off_t pretransfer = 0;
+    long request_bytes = 0;
+    curl_easy_getinfo(easy_, CURLINFO_PRETRANSFER_TIME_T, &pretransfer);
+    curl_easy_getinfo(easy_, CURLINFO_REQUEST_SIZE, &request_bytes);
+    if (pretransfer == 0 && request_bytes == 0)
       return fmt::format("connect timeout after {}ms: {}",
                          millis(std::min(request_.connect_timeout, request_.timeout)), detail);
     // The first words are the ones operators and older records know for a call cut short.

@@ -73,6 +73,23 @@ TEST_CASE("a trickling header section is cut at the deadline as well") {
   CHECK(r.duration < 600ms + 700ms);
 }
 
+TEST_CASE("a silent server on a reused connection is a read timeout, not a connect timeout") {
+  raw_server server([](int fd) {
+    read_request(fd);
+    write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+    read_request(fd); // the second request is never answered
+    char b;
+    ::recv(fd, &b, 1, 0);
+  });
+  caller c;
+  auto first = c.call(get(server.url(), 500ms));
+  REQUIRE_MESSAGE(first.status, first.error);
+  auto second = c.call(get(server.url(), 500ms));
+  CHECK_FALSE(second.status);
+  CHECK_MESSAGE(second.error.rfind("read failed or timed out: timeout", 0) == 0, second.error);
+  CHECK(server.accepted() == 1);
+}
+
 TEST_CASE("a server that never answers is cut at the deadline") {
   raw_server server([](int fd) {
     read_request(fd);

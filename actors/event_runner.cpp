@@ -335,7 +335,9 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
   req.method = dest.method;
   req.url = url.value();
   req.connect_timeout = dest.connect_timeout;
-  req.read_timeout = dest.timeout;
+  req.timeout = dest.timeout;
+  req.max_response_bytes = dest.max_response_bytes;
+  req.tls = dest.tls;
   row.idempotency_key = fmt::format("{}:{}", e.id, name);
   req.headers = {{"Idempotency-Key", *row.idempotency_key},
                  {"X-Event-Id", std::to_string(e.id)},
@@ -540,7 +542,9 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
     req.url = call.value().url;
     req.body = call.value().body_json;
     req.connect_timeout = dest->second.connect_timeout;
-    req.read_timeout = dest->second.timeout;
+    req.timeout = dest->second.timeout;
+    req.max_response_bytes = dest->second.max_response_bytes;
+    req.tls = dest->second.tls;
     req.headers = {{"Idempotency-Key", *row.idempotency_key},
                    {"X-Event-Id", std::to_string(original_event_id)},
                    {"X-Aggregate-Id", aggregate_id},

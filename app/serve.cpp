@@ -3,6 +3,7 @@
 #include "actors/engine.hpp"
 #include "app/commands.hpp"
 #include "app/served_routes.hpp"
+#include "conf/loader.hpp"
 #include "domain/ports.hpp"
 #include "http/api_server.hpp"
 #include "log/log.hpp"
@@ -90,6 +91,8 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
   auto signals = shutdown_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   log::info("main", "outboxd starting with configuration:\n{}", effective_json);
+  for (const auto& warning : conf::start_up_warnings(settings))
+    log::warn("main", "{}", warning);
 
   if (!migrate_with_retry(settings))
     return exit_failure;

@@ -206,6 +206,18 @@ std::optional<std::string> read_file(const std::string& path, std::string& why) 
   return text;
 }
 
+// Why a certificate or key file cannot serve, or nullopt: it must be a readable file in PEM form
+// (what the client hands to TLS).
+std::optional<std::string> pem_file_problem(const std::string& path) {
+  std::string why;
+  auto text = read_file(path, why);
+  if (!text)
+    return why;
+  if (text->find("-----BEGIN ") == std::string::npos)
+    return std::string("not a PEM file (no -----BEGIN line)");
+  return std::nullopt;
+}
+
 // Objects merge key by key; anything else, arrays included, replaces: a file can shorten a list.
 void merge(Value& target, const Value& source, allocator& alloc) {
   for (const auto& m : source.GetObject()) {
@@ -834,6 +846,10 @@ private:
     method(*o, d.method);
     duration(*o, "timeout", d.timeout, true);
     duration(*o, "connectTimeout", d.connect_timeout, true);
+    integer(*o, "maxResponseBytes", d.max_response_bytes, 1,
+            std::numeric_limits<std::int64_t>::max());
+    if (const Value* tls = o->get("tls"))
+      read_tls(*tls, o->path("tls"), d.tls);
     boolean(*o, "required", d.required);
     if (const Value* headers = o->get("headers")) {
       if (auto h = object(*headers, o->path("headers")))
@@ -871,6 +887,29 @@ private:
     }
     o->report_unknown(errors_);
     return d;
+  }
+
+  void read_tls(const Value& v, const std::string& path, domain::tls_options& tls) {
+    auto o = object(v, path);
+    if (!o)
+      return;
+    // The files are checked now: a typo would otherwise surface as a failed call, per event.
+    auto file = [&](std::string_view key, std::string& out) {
+      if (!string(*o, key, out, true) || out.empty())
+        return;
+      if (auto problem = pem_file_problem(out))
+        fail(fmt::format("{}: cannot use {}: {}", o->path(key), out, *problem));
+    };
+    file("caFile", tls.ca_file);
+    file("certFile", tls.cert_file);
+    file("keyFile", tls.key_file);
+    if (!tls.cert_file.empty() && tls.key_file.empty())
+      fail(fmt::format("{} is required with {}", o->path("keyFile"), o->path("certFile")));
+    if (tls.cert_file.empty() && !tls.key_file.empty())
+      fail(fmt::format("{} is required with {}", o->path("certFile"), o->path("keyFile")));
+    string(*o, "serverName", tls.server_name, true);
+    boolean(*o, "insecureSkipVerify", tls.insecure_skip_verify);
+    o->report_unknown(errors_);
   }
 
   std::optional<domain::route> read_route(const Value& v, const std::string& path,
@@ -1263,6 +1302,36 @@ std::string mask_database_url(std::string_view url) {
       auto end = out.find('&', value);
       out.replace(value, (end == std::string::npos ? out.size() : end) - value, "***");
     }
+  }
+  return out;
+}
+
+std::vector<std::string> start_up_warnings(const settings& s) {
+  std::vector<std::string> out;
+  for (const auto& [name, d] : s.http.destinations)
+    if (d.tls.insecure_skip_verify)
+      out.push_back(fmt::format("http.routes.{}.tls.insecureSkipVerify is true: calls to {} accept "
+                                "any certificate (no TLS verification)",
+                                name, name));
+  // The fan-out renews its lease before a call once half of it is used, so one call must fit in
+  // half a lease; a compensation renews nothing, and undoes every step (after one re-send to
+  // settle an unanswered call) on one lease. Both fit when the sum of the timeouts plus the
+  // largest one does. Short leases are legitimate in tests of lease expiry: a warning, not an
+  // error (an outlived lease loses the result, never corrupts it).
+  for (const auto& [event, names] : s.http.fanout) {
+    milliseconds total{0}, longest{0};
+    for (const auto& name : names)
+      if (auto d = s.http.destinations.find(name); d != s.http.destinations.end()) {
+        total += d->second.timeout;
+        longest = std::max(longest, d->second.timeout);
+      }
+    if (total + longest >= s.outbox.lease_timeout)
+      out.push_back(fmt::format(
+          "http.fanout.{}: its calls may take {} (the sum of http.routes.<name>.timeout of its {} "
+          "destination(s), plus the longest once more for a re-send), not less than "
+          "outbox.leaseTimeout ({}): a compensation may outlive its lease and be taken over by "
+          "another worker",
+          event, ms_text(total + longest), names.size(), ms_text(s.outbox.lease_timeout)));
   }
   return out;
 }

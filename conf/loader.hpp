@@ -30,6 +30,10 @@ struct load_result {
 /// Reads, merges, overrides, resolves `${simulator.baseUrl}` and validates.
 load_result load(const load_options& options);
 
+/// What a valid configuration still deserves a WARN for at start-up, each naming its keys:
+/// TLS verification turned off, call timeouts that do not fit in outbox.leaseTimeout.
+std::vector<std::string> start_up_warnings(const settings& s);
+
 /// The built-in default configuration (conf/application.json as compiled in).
 std::string_view default_config_text();
 

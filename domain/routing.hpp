@@ -5,6 +5,7 @@
 #include "domain/names.hpp"
 
 #include <chrono>
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
@@ -67,12 +68,25 @@ struct route {
   std::optional<revert_template> revert;
 };
 
+/// How calls to an https:// destination check the server and prove who we are. Empty strings
+/// mean "not set"; the loader checks that the files are readable.
+struct tls_options {
+  std::string ca_file;     // PEM bundle the server certificate must chain to; empty: system store
+  std::string cert_file;   // client certificate (PEM), always together with key_file
+  std::string key_file;    // its private key (PEM)
+  std::string server_name; // the name the certificate must carry (and SNI); empty: the URL's host
+  bool insecure_skip_verify = false; // no verification at all; only ever set explicitly
+};
+
 /// A named destination of the fan-out (e.g. `billing`).
 struct destination {
   std::string name;
   std::string method = "POST";
   std::chrono::milliseconds connect_timeout{2000};
-  std::chrono::milliseconds timeout{5000};
+  std::chrono::milliseconds timeout{
+      5000}; // the whole call: connect, send, every byte of the answer
+  std::size_t max_response_bytes = 1 << 20; // a longer answer is cut here and marked truncated
+  tls_options tls;
   std::vector<std::pair<std::string, std::string>> headers;
   bool required = false; // no matching route is a non-retryable failure instead of a skip
   std::vector<route> routes;

@@ -11,13 +11,16 @@ set -euo pipefail
 build_packages=(
   g++ cmake ninja-build pkg-config make
   libcaf-dev libpqxx-dev libcpp-httplib-dev rapidjson-dev libfmt-dev doctest-dev
+  libcurl4-openssl-dev # the outgoing client (client/)
+  openssl              # test/client makes its test CA and certificates with it
 )
 database_packages=(postgresql-15 postgresql-client-15 curl ca-certificates)
 browser_test_packages=(chromium nodejs npm) # test/browser drives Debian's chromium with playwright-core
 bench_packages=(wrk python3)                 # bench/run.sh: the intake load and the report
 docs_packages=(graphviz)                     # scripts/docs.sh renders docs/diagrams/*.dot
 runtime_packages=(
-  libcaf-core0.17 libcaf-io0.17 libpqxx-6.4 libcpp-httplib0.11 libfmt9 curl ca-certificates
+  libcaf-core0.17 libcaf-io0.17 libpqxx-6.4 libcpp-httplib0.11 libfmt9 libcurl4 curl
+  ca-certificates
 )
 
 case "${1:-}" in

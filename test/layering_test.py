@@ -25,17 +25,18 @@ ALLOWED = {
     "app": {"domain", "conf", "persistence", "client", "http", "simulator", "actors", "log",
             "metrics"},
 }
-IO_LIBRARIES = {"pqxx": "libpqxx", "httplib.h": "cpp-httplib", "caf": "CAF"}
+IO_LIBRARIES = {"pqxx": "libpqxx", "httplib.h": "cpp-httplib", "caf": "CAF", "curl": "libcurl"}
 FORBIDDEN_SYSTEM = {
-    "domain": {"pqxx", "httplib.h", "caf", "thread", "mutex", "condition_variable", "future",
+    "domain": {"pqxx", "httplib.h", "caf", "curl", "thread", "mutex", "condition_variable", "future",
                "random", "fstream", "filesystem"},
-    "conf": {"pqxx", "httplib.h", "caf"},
-    "persistence": {"httplib.h", "caf"},
+    "conf": {"curl", "pqxx", "httplib.h", "caf"},
+    "persistence": {"curl", "httplib.h", "caf"},
     "client": {"pqxx", "caf"},
-    "http": {"pqxx", "caf"},
-    "simulator": {"pqxx", "caf"},
-    "log": {"pqxx", "httplib.h", "caf"},
-    "metrics": {"pqxx", "httplib.h", "caf"},
+    "http": {"curl", "pqxx", "caf"},
+    "simulator": {"curl", "pqxx", "caf"},
+    "log": {"pqxx", "httplib.h", "caf", "curl"},
+    "metrics": {"pqxx", "httplib.h", "caf", "curl"},
+    "actors": {"httplib.h", "curl"},  # calls go through client/
 }
 DOMAIN_IMPURE_CALLS = re.compile(r"::now\(|getenv|random_device|std::rand\(|time\(nullptr\)")
 TARGET_MODULE = {

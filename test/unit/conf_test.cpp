@@ -975,3 +975,82 @@ TEST_CASE("process_environment reads the process environment") {
   ::unsetenv("OUTBOXD_CONF_TEST_VARIABLE");
   CHECK(environment.at("OUTBOXD_CONF_TEST_VARIABLE") == "a=b");
 }
+
+TEST_CASE("maxResponseBytes defaults to 1 MiB and must be a positive integer") {
+  auto defaults = load_with({});
+  CHECK(loaded(defaults).http.destinations.at("inventory").max_response_bytes == 1048576);
+  auto r = load_with({"http.routes.inventory.maxResponseBytes=4096"});
+  CHECK(loaded(r).http.destinations.at("inventory").max_response_bytes == 4096);
+  CHECK_ERROR(load_file(R"({"http": {"routes": {"inventory": {"maxResponseBytes": -1}}}})"),
+              "http.routes.inventory.maxResponseBytes must be > 0, got -1");
+  CHECK_ERROR(load_file(R"({"http": {"routes": {"inventory": {"maxResponseBytes": 0}}}})"),
+              "http.routes.inventory.maxResponseBytes must be > 0, got 0");
+  CHECK_ERROR(load_file(R"({"http": {"routes": {"inventory": {"maxResponseBytes": "1MB"}}}})"),
+              "http.routes.inventory.maxResponseBytes must be an integer, got \"1MB\"");
+}
+
+TEST_CASE("tls: files are checked at load time, certFile and keyFile come together") {
+  temp_dir dir;
+  auto pem = dir.write("ok.pem", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+  auto not_pem = dir.write("not.pem", "hello");
+  auto tls = [](const std::string& body) {
+    return R"({"http": {"routes": {"inventory": {"tls": )" + body + "}}}}";
+  };
+
+  auto r = load_file(tls(R"({"caFile": ")" + pem + R"(", "certFile": ")" + pem +
+                         R"(", "keyFile": ")" + pem +
+                         R"(", "serverName": "inventory.internal", "insecureSkipVerify": false})"));
+  const auto& t = loaded(r).http.destinations.at("inventory").tls;
+  CHECK(t.ca_file == pem);
+  CHECK(t.cert_file == pem);
+  CHECK(t.key_file == pem);
+  CHECK(t.server_name == "inventory.internal");
+  CHECK_FALSE(t.insecure_skip_verify);
+
+  auto missing = dir.path("missing.pem");
+  CHECK_ERROR(load_file(tls(R"({"caFile": ")" + missing + R"("})")),
+              "http.routes.inventory.tls.caFile: cannot use " + missing +
+                  ": No such file or directory");
+  CHECK_ERROR(load_file(tls(R"({"caFile": "/tmp"})")),
+              "http.routes.inventory.tls.caFile: cannot use /tmp: Is a directory");
+  CHECK_ERROR(load_file(tls(R"({"keyFile": ")" + not_pem + R"(", "certFile": ")" + pem + R"("})")),
+              "http.routes.inventory.tls.keyFile: cannot use " + not_pem + ": not a PEM file");
+  CHECK_ERROR(load_file(tls(R"({"certFile": ")" + missing + R"(", "keyFile": ")" + pem + R"("})")),
+              "http.routes.inventory.tls.certFile: cannot use " + missing);
+  CHECK_ERROR(load_file(tls(R"({"certFile": ")" + pem + R"("})")),
+              "http.routes.inventory.tls.keyFile is required with "
+              "http.routes.inventory.tls.certFile");
+  CHECK_ERROR(load_file(tls(R"({"keyFile": ")" + pem + R"("})")),
+              "http.routes.inventory.tls.certFile is required with "
+              "http.routes.inventory.tls.keyFile");
+  CHECK_ERROR(load_file(tls(R"({"serverName": ""})")),
+              "http.routes.inventory.tls.serverName must be a non-empty string");
+  CHECK_ERROR(load_file(tls(R"({"insecureSkipVerify": "yes"})")),
+              "http.routes.inventory.tls.insecureSkipVerify must be true or false");
+  CHECK_ERROR(load_file(tls(R"({"caFiles": "x"})")),
+              "unknown key http.routes.inventory.tls.caFiles (did you mean caFile?)");
+  CHECK_ERROR(load_file(tls("true")), "http.routes.inventory.tls must be an object, got true");
+}
+
+TEST_CASE("a call timeout of zero is refused") {
+  CHECK_ERROR(load_file(R"({"http": {"routes": {"inventory": {"timeout": "0s"}}}})"),
+              "http.routes.inventory.timeout must be > 0, got \"0s\"");
+}
+
+TEST_CASE("start-up warnings: insecureSkipVerify, and fan-out timeouts that do not fit a lease") {
+  auto shipped = start_up_warnings(loaded(load_with({})));
+  CHECK(shipped.empty());
+
+  auto insecure = start_up_warnings(loaded(
+      load_file(R"({"http": {"routes": {"inventory": {"tls": {"insecureSkipVerify": true}}}}})")));
+  REQUIRE(insecure.size() == 1);
+  CHECK(insecure[0].rfind("http.routes.inventory.tls.insecureSkipVerify is true", 0) == 0);
+
+  // The shipped OrderCreated fan-out has four destinations of 5s: 20s, + 5s to settle.
+  auto tight = start_up_warnings(loaded(load_with({"outbox.leaseTimeout=25s"})));
+  REQUIRE(tight.size() == 1);
+  CHECK(tight[0].find("http.fanout.OrderCreated") == 0);
+  CHECK(tight[0].find("25000ms") != std::string::npos);
+  CHECK(tight[0].find("outbox.leaseTimeout") != std::string::npos);
+  CHECK(start_up_warnings(loaded(load_with({"outbox.leaseTimeout=26s"}))).empty());
+}

@@ -1,0 +1,65 @@
+// Loopback servers for the client tests: a raw TCP server whose per-connection script can behave
+// as badly as a real remote does, and a throwaway PKI made with the `openssl` command.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace outboxd::test {
+
+/// Accepts connections on 127.0.0.1 (a free port) and runs `script` on each, one thread per
+/// connection. Counts accepted connections. Stops (and joins) in the destructor.
+class raw_server {
+public:
+  using script = std::function<void(int fd)>;
+  explicit raw_server(script s);
+  ~raw_server();
+  raw_server(const raw_server&) = delete;
+  raw_server& operator=(const raw_server&) = delete;
+
+  int port() const { return port_; }
+  std::string url(const std::string& path = "/") const;
+  int accepted() const { return accepted_; }
+  /// Every request head (request line and headers) and body the scripts read, in order.
+  std::vector<std::string> requests() const;
+  void remember(std::string request);
+
+private:
+  void accept_loop();
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> accepted_{0};
+  std::atomic<bool> stopping_{false};
+  script script_;
+  std::thread acceptor_;
+  mutable std::mutex mutex_;
+  std::vector<std::thread> connections_;
+  std::vector<std::string> requests_;
+};
+
+/// Reads one request (head and Content-Length body) from `fd`; empty when the peer closed.
+std::string read_request(int fd);
+/// Writes all of `bytes`; false once the peer is gone.
+bool write_all(int fd, const std::string& bytes);
+
+/// A CA and certificates signed by it, made in a temporary directory once per test run.
+struct test_pki {
+  std::string dir;
+  std::string ca;          // the test CA's certificate
+  std::string server_cert; // for IP 127.0.0.1 and DNS localhost
+  std::string server_key;
+  std::string named_cert; // for DNS outboxd.test only
+  std::string named_key;
+  std::string expired_cert; // for 127.0.0.1, valid in 2020 only (server_key)
+  std::string client_cert;  // a client certificate, CN outboxd
+  std::string client_key;
+};
+
+/// The shared PKI (made at first use; REQUIREs that openssl works).
+const test_pki& pki();
+
+} // namespace outboxd::test

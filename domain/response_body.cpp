@@ -2,6 +2,8 @@
 // the engine decides before the INSERT instead of learning it from a failed statement.
 #include "domain/response_body.hpp"
 
+#include "domain/names.hpp"
+
 #include <algorithm>
 #include <rapidjson/encodedstream.h>
 #include <rapidjson/memorystream.h>
@@ -109,20 +111,15 @@ bool jsonb_accepts(std::string_view body) {
   return !reader.Parse<flags>(in, check).IsError();
 }
 
+constexpr name_table_entry<body_kind> body_kind_names[] = {{body_kind::empty, "empty"},
+                                                           {body_kind::json, "json"},
+                                                           {body_kind::text, "text"},
+                                                           {body_kind::bytes, "bytes"}};
+
 } // namespace
 
 std::string_view to_string(body_kind kind) {
-  switch (kind) {
-  case body_kind::empty:
-    return "empty";
-  case body_kind::json:
-    return "json";
-  case body_kind::text:
-    return "text";
-  case body_kind::bytes:
-    return "bytes";
-  }
-  return "bytes";
+  return name_in(body_kind_names, kind, "bytes");
 }
 
 bool is_storable_text(std::string_view s) {

@@ -43,6 +43,9 @@ private:
   /// Fails compensation attempt d.attempts+1 for `cause`: retried while dlq.maxRetries lasts,
   /// then FAILED and the order ATTENTION, with `cause` as the revert error.
   void fail(const item& d, const std::string& cause);
+  /// Carries out the decision after a failed compensation: the retry, or FAILED and the order in
+  /// ATTENTION.
+  void carry_out(const item& d, const domain::next_step& next, const std::string& error);
   /// The dead-letter repository on a borrowed connection, for one statement.
   persistence::worker_connections::lease<persistence::dlq_repository> repo() {
     return ctx_->db->dlq(tag_);
@@ -69,21 +72,10 @@ void dlq_work::fail(const item& d, const std::string& cause) {
   log::error(tag_, "dead letter {} (event {} {} {} {}) compensation attempt {}: {}", d.id,
              d.original_event_id, d.event_type, d.aggregate_type, d.aggregate_id, attempt, cause);
   try {
-    auto next = runner_->decide(domain::run_kind::compensation, domain::attempt_outcome::retryable,
-                                attempt, std::nullopt);
-    if (next.what == domain::next_step::kind::retry) {
-      if (repo()->retry(d, next.delay, cause))
-        log::warn(tag_, "dead letter {} compensation retry {} of {} in {}ms: {}", d.id, attempt,
-                  ctx_->settings.dlq.max_retries, next.delay.count(), cause);
-      return;
-    }
-    if (repo()->fail(d, cause)) {
-      metrics::global().compensations.inc({{"kind", "dead_letter"}, {"outcome", "failed"}});
-      log::error(tag_,
-                 "order needs attention: compensation of dead letter {} ({} {} {}) failed "
-                 "after {} attempt(s): {}",
-                 d.id, d.event_type, d.aggregate_type, d.aggregate_id, attempt, cause);
-    }
+    carry_out(d,
+              runner_->decide(domain::run_kind::compensation, domain::attempt_outcome::retryable,
+                              attempt, std::nullopt),
+              cause);
   } catch (const pqxx::failure& again) {
     if (persistence::is_connection_loss(again))
       throw;
@@ -94,8 +86,24 @@ void dlq_work::fail(const item& d, const std::string& cause) {
   }
 }
 
+void dlq_work::carry_out(const item& d, const domain::next_step& next, const std::string& error) {
+  const int attempt = d.attempts + 1;
+  if (next.what == domain::next_step::kind::retry) {
+    if (repo()->retry(d, next.delay, error))
+      log::warn(tag_, "dead letter {} compensation retry {} of {} in {}ms: {}", d.id, attempt,
+                ctx_->settings.dlq.max_retries, next.delay.count(), error);
+    return;
+  }
+  if (repo()->fail(d, error)) {
+    metrics::global().compensations.inc({{"kind", "dead_letter"}, {"outcome", "failed"}});
+    log::error(tag_,
+               "order needs attention: compensation of dead letter {} ({} {} {}) failed "
+               "after {} attempt(s): {}",
+               d.id, d.event_type, d.aggregate_type, d.aggregate_id, attempt, error);
+  }
+}
+
 void dlq_work::compensate(const item& d) {
-  const auto& s = ctx_->settings;
   const int attempt = d.attempts + 1;
   // A redriven failed cancellation compensates the event it cancels; any other dead letter
   // compensates its own event.
@@ -126,20 +134,8 @@ void dlq_work::compensate(const item& d) {
   case compensation_result::kind::failed:
     break;
   }
-  auto next = runner_->decide(domain::run_kind::compensation, r.failure, attempt, r.retry_after);
-  if (next.what == domain::next_step::kind::retry) {
-    if (repo()->retry(d, next.delay, r.error))
-      log::warn(tag_, "dead letter {} compensation retry {} of {} in {}ms: {}", d.id, attempt,
-                s.dlq.max_retries, next.delay.count(), r.error);
-    return;
-  }
-  if (repo()->fail(d, r.error)) {
-    metrics::global().compensations.inc({{"kind", "dead_letter"}, {"outcome", "failed"}});
-    log::error(tag_,
-               "order needs attention: compensation of dead letter {} ({} {} {}) failed "
-               "after {} attempt(s): {}",
-               d.id, d.event_type, d.aggregate_type, d.aggregate_id, attempt, r.error);
-  }
+  carry_out(d, runner_->decide(domain::run_kind::compensation, r.failure, attempt, r.retry_after),
+            r.error);
 }
 
 struct dlq_state {

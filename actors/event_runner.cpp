@@ -141,27 +141,11 @@ void event_runner::fail(const persistence::claimed_event& e, const std::string& 
   log::error(name_, "event {} {} {} {} attempt {}: {}", e.id, e.event_type, e.aggregate_type,
              e.aggregate_id, attempt, cause);
   const bool cancellation = e.event_type.rfind('!', 0) == 0;
-  const metrics::labels type{{"event_type", e.event_type}};
   try {
-    auto next = decide(cancellation ? domain::run_kind::cancellation : domain::run_kind::fanout,
-                       domain::attempt_outcome::retryable, attempt, std::nullopt);
-    if (next.what == domain::next_step::kind::retry) {
-      if (!repo()->retry(e, next.delay, cause))
-        return lease_lost(e, "retry");
-      m().events_retried.inc(type);
-      log::info(name_, "event {} {}: retry {} of {} in {}ms", e.id, e.event_type, attempt,
-                ctx_.settings.outbox.max_retries, next.delay.count());
-      return;
-    }
-    const std::string reason(domain::to_string(next.reason));
-    bool dead = cancellation ? repo()->dead_letter(e, reason, cause, "FAILED",
-                                                   domain::engine_outcome::compensation_failed)
-                             : repo()->dead_letter(e, reason, cause);
-    if (!dead)
-      return lease_lost(e, "dead letter");
-    m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", reason}});
-    log::warn(name_, "event {} {} {} {} dead-lettered ({}): {}", e.id, e.event_type,
-              e.aggregate_type, e.aggregate_id, reason, cause);
+    carry_out(e,
+              decide(cancellation ? domain::run_kind::cancellation : domain::run_kind::fanout,
+                     domain::attempt_outcome::retryable, attempt, std::nullopt),
+              cause, false);
   } catch (const pqxx::failure& again) {
     if (persistence::is_connection_loss(again))
       throw;
@@ -170,6 +154,38 @@ void event_runner::fail(const persistence::claimed_event& e, const std::string& 
                "event {}: its failure could not be recorded either ({}); it waits for its "
                "lease to expire",
                e.id, again.what());
+  }
+}
+
+void event_runner::carry_out(const persistence::claimed_event& e, const domain::next_step& next,
+                             const std::string& error, bool retry_after_given) {
+  const int attempt = e.attempts + 1;
+  const bool cancellation = e.event_type.rfind('!', 0) == 0;
+  if (next.what == domain::next_step::kind::retry) {
+    if (!repo()->retry(e, next.delay, error))
+      return lease_lost(e, "retry");
+    m().events_retried.inc({{"event_type", e.event_type}});
+    log::info(name_, "event {} {} {} {}: retry {} of {} in {}ms ({}{})", e.id, e.event_type,
+              e.aggregate_type, e.aggregate_id, attempt, ctx_.settings.outbox.max_retries,
+              next.delay.count(), error, retry_after_given ? ", Retry-After" : "");
+    return;
+  }
+  const std::string reason(domain::to_string(next.reason));
+  // A cancellation is dead-lettered as FAILED: it is never compensated again, it waits for an
+  // operator.
+  bool dead = cancellation ? repo()->dead_letter(e, reason, error, "FAILED",
+                                                 domain::engine_outcome::compensation_failed)
+                           : repo()->dead_letter(e, reason, error);
+  if (!dead)
+    return lease_lost(e, "dead letter");
+  m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", reason}});
+  if (cancellation) {
+    m().compensations.inc({{"kind", "cancellation"}, {"outcome", "failed"}});
+    log::error(name_, "order needs attention: event {} {} {} {} failed: {}", e.id, e.event_type,
+               e.aggregate_type, e.aggregate_id, error);
+  } else {
+    log::warn(name_, "event {} {} {} {} dead-lettered ({}): {}", e.id, e.event_type,
+              e.aggregate_type, e.aggregate_id, reason, error);
   }
 }
 
@@ -260,27 +276,8 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
     return;
   }
   auto error = failed_destination + ": " + failed->error;
-  auto next = decide(domain::run_kind::fanout, failed->outcome, attempt, failed->retry_after);
-  if (next.what == domain::next_step::kind::retry) {
-    auto delay = next.delay;
-    if (repo()->retry(e, delay, error)) {
-      m().events_retried.inc(type);
-      log::info(name_, "event {} {} {} {}: retry {} of {} in {}ms ({}{})", e.id, e.event_type,
-                e.aggregate_type, e.aggregate_id, attempt, s.outbox.max_retries, delay.count(),
-                error, failed->retry_after ? ", Retry-After" : "");
-    } else {
-      lease_lost(e, "retry");
-    }
-    return;
-  }
-  const std::string reason(domain::to_string(next.reason));
-  if (repo()->dead_letter(e, reason, error)) {
-    m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", reason}});
-    log::warn(name_, "event {} {} {} {} dead-lettered ({}): {}", e.id, e.event_type,
-              e.aggregate_type, e.aggregate_id, reason, error);
-  } else {
-    lease_lost(e, "dead letter");
-  }
+  carry_out(e, decide(domain::run_kind::fanout, failed->outcome, attempt, failed->retry_after),
+            error, failed->retry_after.has_value());
 }
 
 event_runner::step_result event_runner::call_step(const persistence::claimed_event& e,
@@ -375,7 +372,6 @@ void event_runner::lease_lost(const persistence::claimed_event& e, const char* w
 }
 
 void event_runner::run_cancellation(const persistence::claimed_event& e) {
-  const auto& s = ctx_.settings;
   const int attempt = e.attempts + 1;
   const metrics::labels type{{"event_type", e.event_type}};
   auto original_type = e.event_type.substr(1);
@@ -396,26 +392,8 @@ void event_runner::run_cancellation(const persistence::claimed_event& e) {
               e.event_type, e.aggregate_type, e.aggregate_id, result.reverted);
     return;
   }
-  auto next = decide(domain::run_kind::cancellation, result.failure, attempt, result.retry_after);
-  if (next.what == domain::next_step::kind::retry) {
-    auto delay = next.delay;
-    if (!repo()->retry(e, delay, result.error))
-      return lease_lost(e, "retry");
-    m().events_retried.inc(type);
-    log::info(name_, "event {} {} {} {}: retry {} of {} in {}ms ({})", e.id, e.event_type,
-              e.aggregate_type, e.aggregate_id, attempt, s.outbox.max_retries, delay.count(),
-              result.error);
-    return;
-  }
-  // Dead-lettered as FAILED: a cancellation is never compensated again; it waits for an operator.
-  const std::string reason(domain::to_string(next.reason));
-  if (!repo()->dead_letter(e, reason, result.error, "FAILED",
-                           domain::engine_outcome::compensation_failed))
-    return lease_lost(e, "dead letter");
-  m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", reason}});
-  m().compensations.inc({{"kind", "cancellation"}, {"outcome", "failed"}});
-  log::error(name_, "order needs attention: event {} {} {} {} failed: {}", e.id, e.event_type,
-             e.aggregate_type, e.aggregate_id, result.error);
+  carry_out(e, decide(domain::run_kind::cancellation, result.failure, attempt, result.retry_after),
+            result.error, result.retry_after.has_value());
 }
 
 std::optional<compensation_result>

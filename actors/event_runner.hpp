@@ -44,6 +44,10 @@ public:
   /// outbox retry budget lasts, then dead-lettered (MAX_RETRIES_EXCEEDED, or for a cancellation
   /// CANCELLATION_FAILED) with `cause` as last_error. Never throws but for a lost connection.
   void fail(const persistence::claimed_event& e, const std::string& cause);
+  /// Carries out the decision after a failed run of `e`: schedules the retry or dead-letters it
+  /// (a cancellation as FAILED, for an operator), counting and logging it.
+  void carry_out(const persistence::claimed_event& e, const domain::next_step& next,
+                 const std::string& error, bool retry_after_given);
 
   /// The last_error of a run that database error `error` ended: "recording failed:
   /// <PostgreSQL's message>" (its first line, without the severity).

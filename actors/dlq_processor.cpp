@@ -40,6 +40,8 @@ public:
 
 private:
   void compensate(const item& d);
+  /// Renews the dead letter's lease before a call that would outlive most of it.
+  lease_keeper lease_of(const item& d);
   /// Fails compensation attempt d.attempts+1 for `cause`: retried while dlq.maxRetries lasts,
   /// then FAILED and the order ATTENTION, with `cause` as the revert error.
   void fail(const item& d, const std::string& cause);
@@ -74,7 +76,7 @@ void dlq_work::fail(const item& d, const std::string& cause) {
   try {
     carry_out(d,
               runner_->decide(domain::run_kind::compensation, domain::attempt_outcome::retryable,
-                              attempt, std::nullopt),
+                              attempt, d.failing_for, "", std::nullopt),
               cause);
   } catch (const pqxx::failure& again) {
     if (persistence::is_connection_loss(again))
@@ -90,10 +92,13 @@ void dlq_work::carry_out(const item& d, const domain::next_step& next, const std
   const int attempt = d.attempts + 1;
   if (next.what == domain::next_step::kind::retry) {
     if (repo()->retry(d, next.delay, error))
-      log::warn(tag_, "dead letter {} compensation retry {} of {} in {}ms: {}", d.id, attempt,
-                ctx_->settings.dlq.max_retries, next.delay.count(), error);
+      log::warn(tag_, "dead letter {} compensation retry {} in {}ms: {}", d.id, attempt,
+                next.delay.count(), error);
     return;
   }
+  if (next.out_of_time)
+    log::warn(tag_, "dead letter {}: dlq retryFor spent after {}s of failures, giving up", d.id,
+              d.failing_for.count() / 1000);
   if (repo()->fail(d, error)) {
     metrics::global().compensations.inc({{"kind", "dead_letter"}, {"outcome", "failed"}});
     log::error(tag_,
@@ -101,6 +106,12 @@ void dlq_work::carry_out(const item& d, const domain::next_step& next, const std
                "after {} attempt(s): {}",
                d.id, d.event_type, d.aggregate_type, d.aggregate_id, attempt, error);
   }
+}
+
+lease_keeper dlq_work::lease_of(const item& d) {
+  const auto lease = ctx_->settings.outbox.lease_timeout;
+  return renewing_lease(lease, d.claimed_at,
+                        [this, &d, lease] { return repo()->extend_lease(d, lease); });
 }
 
 void dlq_work::compensate(const item& d) {
@@ -118,11 +129,25 @@ void dlq_work::compensate(const item& d) {
             d.original_event_id, d.event_type, d.aggregate_type, d.aggregate_id, d.reason, attempt);
   compensation_result r;
   if (original)
-    r = runner_->compensate(*original, d.aggregate_id, d.event_type, attempt);
+    r = runner_->compensate(*original, d.aggregate_id, d.event_type, attempt, lease_of(d));
   switch (r.what) {
   case compensation_result::kind::interrupted:
     repo()->release(d);
     return;
+  case compensation_result::kind::lease_lost:
+    log::warn(tag_, "dead letter {}: lease lost; another worker owns it now", d.id);
+    metrics::global().leases_lost.inc();
+    return;
+  case compensation_result::kind::held: {
+    auto decision =
+        runner_->after_hold(domain::run_kind::compensation, r.destination, d.failing_for, r.hold);
+    if (decision.give_up)
+      return carry_out(d, *decision.give_up, r.destination + ".revert: " + r.hold.reason);
+    if (repo()->postpone(d, decision.delay, "held back: " + r.hold.reason))
+      log::info(tag_, "dead letter {}: held back ({}), due again in {}ms; no retry spent", d.id,
+                r.hold.reason, decision.delay.count());
+    return;
+  }
   case compensation_result::kind::done:
     if (repo()->resolve(d, outcome, d.last_error)) {
       metrics::global().compensations.inc({{"kind", "dead_letter"}, {"outcome", "reverted"}});
@@ -134,7 +159,9 @@ void dlq_work::compensate(const item& d) {
   case compensation_result::kind::failed:
     break;
   }
-  carry_out(d, runner_->decide(domain::run_kind::compensation, r.failure, attempt, r.retry_after),
+  carry_out(d,
+            runner_->decide(domain::run_kind::compensation, r.failure, attempt, d.failing_for,
+                            r.destination, r.retry_after),
             r.error);
 }
 

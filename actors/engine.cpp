@@ -24,6 +24,7 @@ engine::engine(const conf::settings& settings, persistence::hooks_by_type hooks)
   ctx_->db = std::make_unique<persistence::worker_connections>(
       [ctx = ctx_.get()](int n) { return ctx->conninfo(fmt::format("worker-{}", n)); },
       std::min(o.connections, 2 * o.pool_size + 1), ctx_->hooks);
+  ctx_->gates = std::make_unique<destination_gates>(settings.http);
 }
 
 engine::~engine() {
@@ -60,6 +61,10 @@ void engine::stop() {
   }
   system_.reset(); // waits for every actor: all of them have quit by now
   config_.reset();
+}
+
+std::vector<domain::destination_health> engine::destinations() const {
+  return ctx_->gates->health();
 }
 
 bool engine::listening() const {

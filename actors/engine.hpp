@@ -28,6 +28,9 @@ public:
   /// The listener holds its LISTEN connection (always true when notifications are off).
   bool listening() const;
 
+  /// Every destination's circuit breaker and limits as this process sees them now.
+  std::vector<domain::destination_health> destinations() const;
+
   /// For tests: the context the actors share; its internal knobs (restart_backoff) may be
   /// changed before start().
   engine_context& context() { return *ctx_; }

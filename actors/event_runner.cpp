@@ -91,16 +91,71 @@ void fill_response(persistence::attempt_row& row, const client::call_result& r,
 event_runner::event_runner(const engine_context& ctx, std::string actor_name)
     : ctx_(ctx), name_(std::move(actor_name)), rng_(std::random_device{}()) {}
 
-domain::next_step event_runner::decide(domain::run_kind run, domain::attempt_outcome outcome,
-                                       int attempt,
-                                       const std::optional<milliseconds>& retry_after) {
+domain::retry_budget event_runner::budget(domain::run_kind run,
+                                          const std::string& destination) const {
   const auto& s = ctx_.settings;
   const bool dead_letter = run == domain::run_kind::compensation;
   const auto& backoff = dead_letter ? s.dlq.backoff : s.outbox.backoff;
-  const domain::retry_budget budget{dead_letter ? s.dlq.max_retries : s.outbox.max_retries,
-                                    backoff.base, backoff.max};
+  domain::retry_budget out{dead_letter ? s.dlq.max_retries : s.outbox.max_retries, backoff.base,
+                           backoff.max, dead_letter ? s.dlq.retry_for : s.outbox.retry_for};
+  if (auto d = s.http.destinations.find(destination); d != s.http.destinations.end()) {
+    out.max_retries = d->second.max_retries.value_or(out.max_retries);
+    out.retry_for = d->second.retry_for.value_or(out.retry_for);
+  }
+  return out;
+}
+
+domain::next_step event_runner::decide(domain::run_kind run, domain::attempt_outcome outcome,
+                                       int attempt, milliseconds failing_for,
+                                       const std::string& destination,
+                                       const std::optional<milliseconds>& retry_after) {
   std::uniform_real_distribution<double> jitter(0.0, 1.0);
-  return domain::decide_after_failure(run, outcome, attempt, budget, retry_after, jitter(rng_));
+  return domain::decide_after_failure(run, outcome, attempt, failing_for, budget(run, destination),
+                                      retry_after, jitter(rng_));
+}
+
+event_runner::hold_decision event_runner::after_hold(domain::run_kind run,
+                                                     const std::string& destination,
+                                                     milliseconds failing_for,
+                                                     const destination_gates::hold& hold) {
+  if (domain::out_of_time(failing_for, budget(run, destination)))
+    return {{}, domain::give_up_for_time(run)};
+  // Spread the runs held together so that they do not all come back in the same instant.
+  std::uniform_real_distribution<double> spread(1.0, 1.25);
+  return {milliseconds(static_cast<std::int64_t>(hold.delay.count() * spread(rng_))), {}};
+}
+
+lease_keeper renewing_lease(milliseconds lease, std::chrono::steady_clock::time_point claimed_at,
+                            std::function<bool()> renew) {
+  return [lease, renewed = claimed_at, renew = std::move(renew)](milliseconds needed) mutable {
+    auto now = std::chrono::steady_clock::now();
+    if (lease - (now - renewed) >= needed + lease / 4)
+      return true;
+    if (!renew())
+      return false;
+    renewed = now;
+    return true;
+  };
+}
+
+lease_keeper event_runner::outbox_lease(const persistence::claimed_event& e) {
+  const auto lease = ctx_.settings.outbox.lease_timeout;
+  return renewing_lease(lease, e.claimed_at,
+                        [this, &e, lease] { return repo()->extend_lease(e, lease); });
+}
+
+event_runner::gated_call event_runner::call_through_gate(const std::string& destination,
+                                                         const client::call_request& req,
+                                                         const lease_keeper& keep_lease) {
+  auto pass = ctx_.gates->enter(destination, name_);
+  if (auto* held = std::get_if<destination_gates::hold>(&pass))
+    return {std::nullopt, std::move(*held), false};
+  auto& permit = std::get<destination_gates::permit>(pass);
+  if (!keep_lease(req.timeout))
+    return {std::nullopt, std::nullopt, true}; // the permit is dropped unused
+  auto result = caller_.call(req);
+  permit.report(domain::classify(req.method, result.status));
+  return {std::move(result), std::nullopt, false};
 }
 
 void event_runner::record(const persistence::attempt_row& row) {
@@ -140,11 +195,11 @@ void event_runner::fail(const persistence::claimed_event& e, const std::string& 
   const int attempt = e.attempts + 1;
   log::error(name_, "event {} {} {} {} attempt {}: {}", e.id, e.event_type, e.aggregate_type,
              e.aggregate_id, attempt, cause);
-  const bool cancellation = e.event_type.rfind('!', 0) == 0;
   try {
     carry_out(e,
-              decide(cancellation ? domain::run_kind::cancellation : domain::run_kind::fanout,
-                     domain::attempt_outcome::retryable, attempt, std::nullopt),
+              decide(is_cancellation(e.event_type) ? domain::run_kind::cancellation
+                                                   : domain::run_kind::fanout,
+                     domain::attempt_outcome::retryable, attempt, e.failing_for, "", std::nullopt),
               cause, false);
   } catch (const pqxx::failure& again) {
     if (persistence::is_connection_loss(again))
@@ -160,17 +215,20 @@ void event_runner::fail(const persistence::claimed_event& e, const std::string& 
 void event_runner::carry_out(const persistence::claimed_event& e, const domain::next_step& next,
                              const std::string& error, bool retry_after_given) {
   const int attempt = e.attempts + 1;
-  const bool cancellation = e.event_type.rfind('!', 0) == 0;
+  const bool cancellation = is_cancellation(e.event_type);
   if (next.what == domain::next_step::kind::retry) {
     if (!repo()->retry(e, next.delay, error))
       return lease_lost(e, "retry");
     m().events_retried.inc({{"event_type", e.event_type}});
-    log::info(name_, "event {} {} {} {}: retry {} of {} in {}ms ({}{})", e.id, e.event_type,
-              e.aggregate_type, e.aggregate_id, attempt, ctx_.settings.outbox.max_retries,
-              next.delay.count(), error, retry_after_given ? ", Retry-After" : "");
+    log::info(name_, "event {} {} {} {}: retry {} in {}ms ({}{})", e.id, e.event_type,
+              e.aggregate_type, e.aggregate_id, attempt, next.delay.count(), error,
+              retry_after_given ? ", Retry-After" : "");
     return;
   }
   const std::string reason(domain::to_string(next.reason));
+  if (next.out_of_time)
+    log::warn(name_, "event {} {} {} {}: retryFor spent after {}s of failures, giving up", e.id,
+              e.event_type, e.aggregate_type, e.aggregate_id, e.failing_for.count() / 1000);
   // A cancellation is dead-lettered as FAILED: it is never compensated again, it waits for an
   // operator.
   bool dead = cancellation ? repo()->dead_letter(e, reason, error, "FAILED",
@@ -187,6 +245,17 @@ void event_runner::carry_out(const persistence::claimed_event& e, const domain::
     log::warn(name_, "event {} {} {} {} dead-lettered ({}): {}", e.id, e.event_type,
               e.aggregate_type, e.aggregate_id, reason, error);
   }
+}
+
+void event_runner::hold_back(const persistence::claimed_event& e, domain::run_kind run,
+                             const std::string& destination, const destination_gates::hold& hold) {
+  auto decision = after_hold(run, destination, e.failing_for, hold);
+  if (decision.give_up)
+    return carry_out(e, *decision.give_up, hold.reason, false);
+  if (!repo()->postpone(e, decision.delay, "held back: " + hold.reason))
+    return lease_lost(e, "hold");
+  log::info(name_, "event {} {} {} {}: held back ({}), due again in {}ms; no retry spent", e.id,
+            e.event_type, e.aggregate_type, e.aggregate_id, hold.reason, decision.delay.count());
 }
 
 void event_runner::run_fanout(const persistence::claimed_event& e) {
@@ -218,7 +287,7 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
       previous[done.destination] = docs.parse(done.response_json);
 
   // An event that waited in its processor's batch may have used up much of its lease already.
-  auto claimed_at = e.claimed_at;
+  auto keep_lease = outbox_lease(e);
   // Each call's row is recorded before the next call; the last one's goes with the completion.
   std::optional<persistence::attempt_row> last_row;
   std::optional<step_result> failed;
@@ -236,16 +305,15 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
       log::info(name_, "event {} {} handed back for shutdown before {}", e.id, e.event_type, name);
       return;
     }
-    // A long fan-out keeps its lease alive, and learns early when it lost it.
-    if (std::chrono::steady_clock::now() - claimed_at > s.outbox.lease_timeout / 2) {
-      if (!repo()->extend_lease(e, s.outbox.lease_timeout)) {
-        log::warn(name_, "event {} {}: lease lost before {}; another worker owns it now", e.id,
-                  e.event_type, name);
-        return;
-      }
-      claimed_at = std::chrono::steady_clock::now();
+    auto step = call_step(e, i, name, payloads, previous, attempt, keep_lease);
+    if (step.lease_lost) {
+      log::warn(name_, "event {} {}: lease lost before {}; another worker owns it now", e.id,
+                e.event_type, name);
+      m().leases_lost.inc();
+      return;
     }
-    auto step = call_step(e, i, name, payloads, previous, attempt);
+    if (step.held) // the steps before it are recorded: it resumes after them
+      return hold_back(e, domain::run_kind::fanout, name, *step.held);
     if (domain::is_done(step.outcome) && i + 1 == names.size()) {
       last_row = std::move(step.row); // commits with the completion
       continue;
@@ -276,7 +344,9 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
     return;
   }
   auto error = failed_destination + ": " + failed->error;
-  carry_out(e, decide(domain::run_kind::fanout, failed->outcome, attempt, failed->retry_after),
+  carry_out(e,
+            decide(domain::run_kind::fanout, failed->outcome, attempt, e.failing_for,
+                   failed_destination, failed->retry_after),
             error, failed->retry_after.has_value());
 }
 
@@ -284,7 +354,7 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
                                                   std::size_t index, const std::string& name,
                                                   const rapidjson::Value& payloads,
                                                   const domain::previous_responses& previous,
-                                                  int attempt) {
+                                                  int attempt, const lease_keeper& keep_lease) {
   const auto& dest = ctx_.settings.http.destinations.at(name);
   const rapidjson::Value* entry = nullptr;
   if (auto it = payloads.FindMember(name.c_str()); it != payloads.MemberEnd())
@@ -317,15 +387,15 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
     log::info(name_, "event {} {} {} {}: {} {}", e.id, e.event_type, e.aggregate_type,
               e.aggregate_id, skip ? "skipped" : "failed", choice.reason);
     if (skip)
-      return {row.outcome, {}, {}, {}, std::move(row)};
-    return {row.outcome, choice.reason, {}, {}, std::move(row)};
+      return {row.outcome, {}, {}, {}, std::move(row), {}, false};
+    return {row.outcome, choice.reason, {}, {}, std::move(row), {}, false};
   }
   auto url = domain::fill_url(choice.chosen->url, path_params);
   if (!url) {
     row.endpoint_url = choice.chosen->url;
     row.outcome = domain::attempt_outcome::non_retryable;
     row.error_message = url.err().message;
-    return {row.outcome, url.err().message, {}, {}, std::move(row)};
+    return {row.outcome, url.err().message, {}, {}, std::move(row), {}, false};
   }
   row.endpoint_url = url.value();
   client::call_request req;
@@ -346,7 +416,14 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
     req.body = payload ? to_json(*payload) : "{}";
     row.request_payload_json = req.body;
   }
-  auto result = caller_.call(req);
+  auto call = call_through_gate(name, req, keep_lease);
+  if (!call.result) {
+    step_result out;
+    out.held = std::move(call.held);
+    out.lease_lost = call.lease_lost;
+    return out;
+  }
+  const auto& result = *call.result;
   auto outcome = domain::classify(dest.method, result.status);
   fill_response(row, result, outcome);
   log::info(name_, "event {} {} {} {} → {} {} {} {} {}ms attempt {}", e.id, e.event_type,
@@ -355,14 +432,12 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
             attempt);
   if (outcome == domain::attempt_outcome::success) {
     auto response = row.response_payload_json;
-    return {outcome, {}, {}, std::move(response), std::move(row)};
+    return {outcome, {}, {}, std::move(response), std::move(row), {}, false};
   }
   auto error = *row.error_message;
-  return {outcome,
-          std::move(error),
-          domain::parse_retry_after(result.retry_after, now_unix_ms()),
-          {},
-          std::move(row)};
+  return {outcome, std::move(error), domain::parse_retry_after(result.retry_after, now_unix_ms()),
+          {},      std::move(row),   {},
+          false};
 }
 
 void event_runner::lease_lost(const persistence::claimed_event& e, const char* what) {
@@ -378,10 +453,17 @@ void event_runner::run_cancellation(const persistence::claimed_event& e) {
   auto original = repo()->latest_event_id(e.aggregate_type, e.aggregate_id, original_type);
   compensation_result result;
   if (original)
-    result = compensate(*original, e.aggregate_id, e.event_type, attempt);
-  if (result.what == compensation_result::kind::interrupted) {
+    result = compensate(*original, e.aggregate_id, e.event_type, attempt, outbox_lease(e));
+  switch (result.what) {
+  case compensation_result::kind::interrupted:
     repo()->release(e);
     return;
+  case compensation_result::kind::lease_lost:
+    return lease_lost(e, "cancellation");
+  case compensation_result::kind::held:
+    return hold_back(e, domain::run_kind::cancellation, result.destination, result.hold);
+  default:
+    break;
   }
   if (result.what == compensation_result::kind::done) {
     if (!repo()->complete(e, domain::engine_outcome::cancellation_compensated))
@@ -392,12 +474,15 @@ void event_runner::run_cancellation(const persistence::claimed_event& e) {
               e.event_type, e.aggregate_type, e.aggregate_id, result.reverted);
     return;
   }
-  carry_out(e, decide(domain::run_kind::cancellation, result.failure, attempt, result.retry_after),
+  carry_out(e,
+            decide(domain::run_kind::cancellation, result.failure, attempt, e.failing_for,
+                   result.destination, result.retry_after),
             result.error, result.retry_after.has_value());
 }
 
 std::optional<compensation_result>
-event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt) {
+event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt,
+                                    const lease_keeper& keep_lease) {
   const auto& s = ctx_.settings;
   auto body = repo()->body_of(original_event_id);
   if (!body)
@@ -433,11 +518,18 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt)
       body->payloads_json, 0};
   // Numbered after the event's own runs: an answer to this re-send is not the answer the run
   // that stopped here never got, so a transient one leaves the step uncertain.
-  auto step = call_step(e, index, *name, payloads, previous, runs + attempt);
+  auto step = call_step(e, index, *name, payloads, previous, runs + attempt, keep_lease);
+  compensation_result out;
+  out.destination = *name;
+  if (step.lease_lost || step.held) {
+    out.what = step.held ? compensation_result::kind::held : compensation_result::kind::lease_lost;
+    if (step.held)
+      out.hold = std::move(*step.held);
+    return out;
+  }
   record(step.row);
   if (step.outcome != domain::attempt_outcome::retryable)
     return std::nullopt; // applied (now reverted with the rest) or refused for good
-  compensation_result out;
   out.what = compensation_result::kind::failed;
   out.failure = domain::attempt_outcome::retryable;
   out.error = *name + " (re-sent to settle an unanswered call): " + step.error;
@@ -447,9 +539,10 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt)
 
 compensation_result event_runner::compensate(std::int64_t original_event_id,
                                              const std::string& aggregate_id,
-                                             const std::string& row_event_type, int attempt) {
+                                             const std::string& row_event_type, int attempt,
+                                             const lease_keeper& keep_lease) {
   const auto& s = ctx_.settings;
-  if (auto unsettled = settle_uncertain_step(original_event_id, attempt))
+  if (auto unsettled = settle_uncertain_step(original_event_id, attempt, keep_lease))
     return *unsettled;
   documents docs;
   auto steps = repo()->successes(original_event_id);
@@ -470,6 +563,7 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
     row.destination = step.destination + ".revert";
     row.fanout_order = step.fanout_order;
     row.attempt = attempt;
+    out.destination = step.destination;
     auto fail = [&](domain::attempt_outcome outcome, const std::string& why) {
       out.what = compensation_result::kind::failed;
       out.failure = outcome;
@@ -532,7 +626,15 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
     req.headers.insert(req.headers.end(), dest->second.headers.begin(), dest->second.headers.end());
     if (!req.body.empty())
       row.request_payload_json = req.body;
-    auto result = caller_.call(req);
+    auto sent = call_through_gate(step.destination, req, keep_lease);
+    if (!sent.result) {
+      out.what =
+          sent.held ? compensation_result::kind::held : compensation_result::kind::lease_lost;
+      if (sent.held)
+        out.hold = std::move(*sent.held);
+      return out;
+    }
+    const auto& result = *sent.result;
     auto outcome = domain::classify(req.method, result.status);
     fill_response(row, result, outcome);
     record(row);

@@ -3,6 +3,7 @@
 // classification and retry delays are decided by domain/, rows written by persistence/.
 #pragma once
 
+#include "actors/destination_gates.hpp"
 #include "actors/messages.hpp"
 #include "client/caller.hpp"
 #include "domain/attempt.hpp"
@@ -11,6 +12,7 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <optional>
 #include <pqxx/except>
 #include <random>
@@ -18,14 +20,27 @@
 
 namespace outboxd::actors {
 
+/// Before a call, makes sure the run's lease outlasts it: `needed` is the call's deadline.
+/// False when the lease was lost (the run must stop and drop its result).
+using lease_keeper = std::function<bool(std::chrono::milliseconds needed)>;
+
+/// The keeper of a lease of length `lease` taken at `claimed_at`: it calls `renew` (which pushes
+/// the lease out by `lease` and says whether it still held it) when what is left would not
+/// outlast the call plus a quarter of a lease.
+lease_keeper renewing_lease(std::chrono::milliseconds lease,
+                            std::chrono::steady_clock::time_point claimed_at,
+                            std::function<bool()> renew);
+
 /// How a compensation (a run of reverts) ended.
 struct compensation_result {
-  enum class kind { done, failed, interrupted };
+  enum class kind { done, failed, held, interrupted, lease_lost };
   kind what = kind::done;
   /// For `failed`: retryable or non_retryable.
   domain::attempt_outcome failure = domain::attempt_outcome::non_retryable;
-  std::string error; // "<destination>.revert: <why>" for failures
+  std::string error;       // "<destination>.revert: <why>" for failures
+  std::string destination; // for `failed` and `held`: the destination whose revert stopped it
   std::optional<std::chrono::milliseconds> retry_after;
+  destination_gates::hold hold; // for `held`
   int reverted = 0;
 };
 
@@ -49,39 +64,81 @@ public:
   void carry_out(const persistence::claimed_event& e, const domain::next_step& next,
                  const std::string& error, bool retry_after_given);
 
+  /// Whether event type `event_type` is a cancellation ("!<type>").
+  static bool is_cancellation(const std::string& event_type) {
+    return event_type.rfind('!', 0) == 0;
+  }
+
   /// The last_error of a run that database error `error` ended: "recording failed:
   /// <PostgreSQL's message>" (its first line, without the severity).
   static std::string failure_cause(const pqxx::failure& error);
 
   /// Reverts, newest fan-out step first, the successful forward calls of `original_event_id`
-  /// that have a revert and are not reverted yet. `row_event_type` labels the revert rows.
+  /// that have a revert and are not reverted yet. `row_event_type` labels the revert rows;
+  /// `keep_lease` is asked before each call.
   compensation_result compensate(std::int64_t original_event_id, const std::string& aggregate_id,
-                                 const std::string& row_event_type, int attempt);
+                                 const std::string& row_event_type, int attempt,
+                                 const lease_keeper& keep_lease);
 
-  /// What follows run `attempt` of `run` that failed with `outcome` (domain::decide_after_failure
-  /// with the run's retry settings, outbox.* or dlq.*, and this worker's jitter).
+  /// The retry budget of a run of `run` that `destination` failed (or held back): outbox.* or
+  /// dlq.*, with the destination's maxRetries / retryFor when it sets them ("" for none).
+  domain::retry_budget budget(domain::run_kind run, const std::string& destination) const;
+
+  /// What follows run `attempt` of `run` that failed with `outcome` at `destination`,
+  /// `failing_for` after its first failure (domain::decide_after_failure with budget() and this
+  /// worker's jitter).
   domain::next_step decide(domain::run_kind run, domain::attempt_outcome outcome, int attempt,
+                           std::chrono::milliseconds failing_for, const std::string& destination,
                            const std::optional<std::chrono::milliseconds>& retry_after);
 
+  /// What a run held back by `hold` does: its next attempt is due after the hold's delay (with a
+  /// little jitter), unless its retryFor is spent (then `give_up` holds the final step).
+  struct hold_decision {
+    std::chrono::milliseconds delay{0};
+    std::optional<domain::next_step> give_up;
+  };
+  hold_decision after_hold(domain::run_kind run, const std::string& destination,
+                           std::chrono::milliseconds failing_for,
+                           const destination_gates::hold& hold);
+
+  /// The keeper of outbox event `e`'s lease (renewing_lease with outbox.leaseTimeout).
+  lease_keeper outbox_lease(const persistence::claimed_event& e);
+
 private:
-  /// How one forward call ended.
+  /// How one forward call ended. `held` / `lease_lost`: no call was made and there is no row.
   struct step_result {
     domain::attempt_outcome outcome = domain::attempt_outcome::success;
     std::string error;
     std::optional<std::chrono::milliseconds> retry_after;
     std::optional<std::string> response_json; // of a success
     persistence::attempt_row row;             // the attempt, for the caller to record
+    std::optional<destination_gates::hold> held;
+    bool lease_lost = false;
   };
+
+  /// A call through the destination's gate, after `keep_lease`: the result, or why none was made.
+  struct gated_call {
+    std::optional<client::call_result> result;
+    std::optional<destination_gates::hold> held;
+    bool lease_lost = false;
+  };
+  gated_call call_through_gate(const std::string& destination, const client::call_request& req,
+                               const lease_keeper& keep_lease);
 
   /// Calls destination `name` (position `index` of the fan-out) of event `e` with its
   /// Idempotency-Key; the caller records the returned row.
   step_result call_step(const persistence::claimed_event& e, std::size_t index,
                         const std::string& name, const rapidjson::Value& payloads,
-                        const domain::previous_responses& previous, int attempt);
+                        const domain::previous_responses& previous, int attempt,
+                        const lease_keeper& keep_lease);
   /// Re-sends the uncertain step of `original_event_id` (domain::uncertain_step), so that what
   /// the remote applied is known and can be reverted. nullopt when settled (or nothing to do).
   std::optional<compensation_result> settle_uncertain_step(std::int64_t original_event_id,
-                                                           int attempt);
+                                                           int attempt,
+                                                           const lease_keeper& keep_lease);
+  /// Holds `e` back (or gives it up when its retryFor is spent).
+  void hold_back(const persistence::claimed_event& e, domain::run_kind run,
+                 const std::string& destination, const destination_gates::hold& hold);
   /// Appends an attempt row and counts it in the metrics.
   void record(const persistence::attempt_row& row);
   void lease_lost(const persistence::claimed_event& e, const char* what);

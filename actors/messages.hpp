@@ -1,6 +1,7 @@
 // The actors' internal API: message atoms and the context every engine actor shares.
 #pragma once
 
+#include "actors/destination_gates.hpp"
 #include "conf/settings.hpp"
 #include "domain/restart_backoff.hpp"
 #include "persistence/worker_connections.hpp"
@@ -70,6 +71,8 @@ struct engine_context {
   persistence::hooks_by_type hooks;
   /// The connections the workers share (outbox.connections of them).
   std::unique_ptr<persistence::worker_connections> db;
+  /// Each destination's circuit breaker and limits, shared by every worker of the process.
+  std::unique_ptr<destination_gates> gates;
   /// Set once shutdown begins: workers stop between calls and hand their claims back.
   std::atomic<bool> stopping{false};
   /// The listener holds a live LISTEN connection (readiness).

@@ -124,8 +124,10 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
     return report;
   };
 
-  http::api_server server(settings.server, settings.admin.token,
-                          {orders, dead_letters, outbox, readiness}, settings.http);
+  http::api_server server(
+      settings.server, settings.admin.token,
+      {orders, dead_letters, outbox, readiness, [&engine] { return engine.destinations(); }},
+      settings.http);
   persistence::audit_repository audit(pool);
   auto sim = install_served_routes(server.registry(), settings, audit);
   int port = 0;

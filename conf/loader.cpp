@@ -592,6 +592,7 @@ public:
       integer(r, "maxRetries", s.dlq.max_retries, 0, 1000);
       if (const Value* b = r.get("backoff"))
         read_backoff(*b, r.path("backoff"), s.dlq.backoff);
+      duration(r, "retryFor", s.dlq.retry_for, true);
     });
     section(*o, "http", [&](object_reader& r) { read_http(r, s.http); });
     section(*o, "simulator", [&](object_reader& r) { read_simulator(r, s.simulator); });
@@ -605,10 +606,39 @@ public:
       choice(r, "format", s.log.format, {{"text", log_format::text}, {"json", log_format::json}});
     });
     o->report_unknown(errors_);
+    check_time_budgets(s);
     return s;
   }
 
 private:
+  /// Rules between keys of different sections: a retry budget in time must allow one backoff,
+  /// and a call must fit in a lease (the workers renew the lease before each call, so one call
+  /// is what has to fit).
+  void check_time_budgets(const settings& s) {
+    auto at_least_one_backoff = [&](const std::string& key, milliseconds retry_for,
+                                    const std::string& base_key, milliseconds base) {
+      if (retry_for < base)
+        fail(fmt::format("{} ({}) must be at least {} ({}): not even one retry would fit", key,
+                         ms_text(retry_for), base_key, ms_text(base)));
+    };
+    at_least_one_backoff("outbox.retryFor", s.outbox.retry_for, "outbox.backoff.base",
+                         s.outbox.backoff.base);
+    at_least_one_backoff("dlq.retryFor", s.dlq.retry_for, "dlq.backoff.base", s.dlq.backoff.base);
+    for (const auto& [name, d] : s.http.destinations) {
+      auto key = "http.routes." + name;
+      if (d.retry_for) {
+        at_least_one_backoff(key + ".retryFor", *d.retry_for, "outbox.backoff.base",
+                             s.outbox.backoff.base);
+        at_least_one_backoff(key + ".retryFor", *d.retry_for, "dlq.backoff.base",
+                             s.dlq.backoff.base);
+      }
+      if (d.timeout >= s.outbox.lease_timeout)
+        fail(fmt::format("{}.timeout ({}) must be shorter than outbox.leaseTimeout ({}): a call "
+                         "would outlive the lease of its event",
+                         key, ms_text(d.timeout), ms_text(s.outbox.lease_timeout)));
+    }
+  }
+
   void fail(std::string message) { errors_.push_back(std::move(message)); }
 
   std::optional<object_reader> object(const Value& v, const std::string& path) {
@@ -647,7 +677,7 @@ private:
     return true;
   }
 
-  bool fraction(object_reader& o, std::string_view key, double& out) {
+  bool number(object_reader& o, std::string_view key, double& out, double lo, double hi) {
     const Value* v = o.get(key);
     if (!v)
       return true;
@@ -655,12 +685,16 @@ private:
       fail(fmt::format("{} must be a number, got {}", o.path(key), show(*v)));
       return false;
     }
-    if (v->GetDouble() < 0.0 || v->GetDouble() > 1.0) {
-      fail(fmt::format("{} must be between 0 and 1, got {}", o.path(key), show(*v)));
+    if (v->GetDouble() < lo || v->GetDouble() > hi) {
+      fail(fmt::format("{} must be between {} and {}, got {}", o.path(key), lo, hi, show(*v)));
       return false;
     }
     out = v->GetDouble();
     return true;
+  }
+
+  bool fraction(object_reader& o, std::string_view key, double& out) {
+    return number(o, key, out, 0.0, 1.0);
   }
 
   bool boolean(object_reader& o, std::string_view key, bool& out) {
@@ -789,6 +823,7 @@ private:
     integer(o, "maxRetries", s.max_retries, 0, 1000);
     if (const Value* b = o.get("backoff"))
       read_backoff(*b, o.path("backoff"), s.backoff);
+    duration(o, "retryFor", s.retry_for, true);
     duration(o, "leaseTimeout", s.lease_timeout, true);
     duration(o, "reaperInterval", s.reaper_interval, true);
     duration(o, "retention", s.retention, false);
@@ -850,6 +885,20 @@ private:
             std::numeric_limits<std::int64_t>::max());
     if (const Value* tls = o->get("tls"))
       read_tls(*tls, o->path("tls"), d.tls);
+    if (const Value* breaker = o->get("circuitBreaker"))
+      read_breaker(*breaker, o->path("circuitBreaker"), d.breaker);
+    integer(*o, "maxConcurrency", d.max_concurrency, 0, 100000);
+    number(*o, "ratePerSecond", d.rate_per_second, 0, 1000000);
+    if (o->get("maxRetries")) {
+      int n = 0;
+      if (integer(*o, "maxRetries", n, 0, 1000))
+        d.max_retries = n;
+    }
+    if (o->get("retryFor")) {
+      milliseconds t{0};
+      if (duration(*o, "retryFor", t, true))
+        d.retry_for = t;
+    }
     boolean(*o, "required", d.required);
     if (const Value* headers = o->get("headers")) {
       if (auto h = object(*headers, o->path("headers")))
@@ -887,6 +936,20 @@ private:
     }
     o->report_unknown(errors_);
     return d;
+  }
+
+  void read_breaker(const Value& v, const std::string& path, domain::breaker_settings& b) {
+    auto o = object(v, path);
+    if (!o)
+      return;
+    boolean(*o, "enabled", b.enabled);
+    integer(*o, "failureThreshold", b.failure_threshold, 1, 1000000);
+    bool open_ok = duration(*o, "openFor", b.open_for, true);
+    bool max_ok = duration(*o, "maxOpenFor", b.max_open_for, true);
+    if (open_ok && max_ok && b.max_open_for < b.open_for)
+      fail(fmt::format("{} must be >= {} ({}), got {}", o->path("maxOpenFor"), o->path("openFor"),
+                       ms_text(b.open_for), ms_text(b.max_open_for)));
+    o->report_unknown(errors_);
   }
 
   void read_tls(const Value& v, const std::string& path, domain::tls_options& tls) {
@@ -1313,26 +1376,6 @@ std::vector<std::string> start_up_warnings(const settings& s) {
       out.push_back(fmt::format("http.routes.{}.tls.insecureSkipVerify is true: calls to {} accept "
                                 "any certificate (no TLS verification)",
                                 name, name));
-  // The fan-out renews its lease before a call once half of it is used, so one call must fit in
-  // half a lease; a compensation renews nothing, and undoes every step (after one re-send to
-  // settle an unanswered call) on one lease. Both fit when the sum of the timeouts plus the
-  // largest one does. Short leases are legitimate in tests of lease expiry: a warning, not an
-  // error (an outlived lease loses the result, never corrupts it).
-  for (const auto& [event, names] : s.http.fanout) {
-    milliseconds total{0}, longest{0};
-    for (const auto& name : names)
-      if (auto d = s.http.destinations.find(name); d != s.http.destinations.end()) {
-        total += d->second.timeout;
-        longest = std::max(longest, d->second.timeout);
-      }
-    if (total + longest >= s.outbox.lease_timeout)
-      out.push_back(fmt::format(
-          "http.fanout.{}: its calls may take {} (the sum of http.routes.<name>.timeout of its {} "
-          "destination(s), plus the longest once more for a re-send), not less than "
-          "outbox.leaseTimeout ({}): a compensation may outlive its lease and be taken over by "
-          "another worker",
-          event, ms_text(total + longest), names.size(), ms_text(s.outbox.lease_timeout)));
-  }
   return out;
 }
 

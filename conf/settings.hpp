@@ -45,8 +45,9 @@ struct outbox_settings {
   int batch_size = 100;
   milliseconds poll_interval{2000};
   bool use_listen_notify = true;
-  int max_retries = 3;
+  int max_retries = 30;
   backoff_settings backoff;
+  milliseconds retry_for{3600000}; // no retry is due later than this after the first failure
   milliseconds lease_timeout{60000};
   milliseconds reaper_interval{10000};
   milliseconds retention{0}; // 0 disables the retention job
@@ -54,8 +55,9 @@ struct outbox_settings {
 };
 
 struct dlq_settings {
-  int max_retries = 3;
+  int max_retries = 30;
   backoff_settings backoff;
+  milliseconds retry_for{3600000};
 };
 
 // The knob type belongs to the simulator's pure knob library (conf links it, never the server).

@@ -38,28 +38,41 @@ std::string_view to_string(dead_letter_reason reason) {
   return name_in(reason_names, reason);
 }
 
+bool out_of_time(std::chrono::milliseconds failing_for, const retry_budget& budget) {
+  return failing_for >= budget.retry_for;
+}
+
+next_step give_up_for_time(run_kind run) {
+  return decide_after_failure(run, attempt_outcome::retryable, 1, std::chrono::milliseconds{0},
+                              {1, {}, {}, std::chrono::milliseconds{0}}, std::nullopt, 0);
+}
+
 next_step decide_after_failure(run_kind run, attempt_outcome outcome, int attempt,
-                               const retry_budget& budget,
+                               std::chrono::milliseconds failing_for, const retry_budget& budget,
                                std::optional<std::chrono::milliseconds> retry_after,
                                double jitter) {
   const bool retryable = outcome == attempt_outcome::retryable;
-  if (retryable && attempt <= budget.max_retries)
-    return {next_step::kind::retry,
-            retry_delay(attempt, retry_after, budget.base, budget.max, jitter),
-            {}};
+  bool timed_out = false;
+  if (retryable && attempt <= budget.max_retries) {
+    auto delay = retry_delay(attempt, retry_after, budget.base, budget.max, jitter);
+    if (failing_for < budget.retry_for && delay <= budget.retry_for - failing_for)
+      return {next_step::kind::retry, delay, {}, false};
+    timed_out = true;
+  }
   switch (run) {
   case run_kind::fanout:
     return {next_step::kind::dead_letter,
             {},
             retryable ? dead_letter_reason::max_retries_exceeded
-                      : dead_letter_reason::non_retryable_error};
+                      : dead_letter_reason::non_retryable_error,
+            timed_out};
   case run_kind::cancellation:
     // A cancellation that cannot finish is never compensated again: it waits for an operator.
-    return {next_step::kind::dead_letter, {}, dead_letter_reason::cancellation_failed};
+    return {next_step::kind::dead_letter, {}, dead_letter_reason::cancellation_failed, timed_out};
   case run_kind::compensation:
     break;
   }
-  return {next_step::kind::fail, {}, {}};
+  return {next_step::kind::fail, {}, {}, timed_out};
 }
 
 } // namespace outboxd::domain

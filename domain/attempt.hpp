@@ -35,11 +35,13 @@ std::string_view to_string(dead_letter_reason reason);
 /// event, or the compensation of a dead letter.
 enum class run_kind { fanout, cancellation, compensation };
 
-/// How many retries a run may have and how long it waits before each.
+/// How many retries a run may have, for how long, and how long it waits before each.
 struct retry_budget {
   int max_retries = 0;
   std::chrono::milliseconds base{0}; // backoff of the first retry
   std::chrono::milliseconds max{0};  // no delay is longer
+  /// No retry is due later than this after the run's first failure.
+  std::chrono::milliseconds retry_for = std::chrono::milliseconds::max();
 };
 
 /// What follows a failed run.
@@ -52,16 +54,27 @@ struct next_step {
   kind what = kind::fail;
   std::chrono::milliseconds delay{0};                                  // for retry
   dead_letter_reason reason = dead_letter_reason::non_retryable_error; // for dead_letter
+  bool out_of_time = false; // a retryable failure gave up because retry_for was spent
 };
 
-/// The decision after run number `attempt` (1 = the first run) ended with `outcome`. A retryable
-/// outcome is retried while `attempt` <= budget.max_retries, after retry_delay(attempt,
-/// `retry_after`, budget.base, budget.max, `jitter`). Otherwise a fan-out is dead-lettered
+/// The decision after run number `attempt` (1 = the first run) ended with `outcome`, `failing_for`
+/// after the first failure of the run (zero when this is the first). A retryable outcome is
+/// retried after retry_delay(attempt, `retry_after`, budget.base, budget.max, `jitter`) while
+/// `attempt` <= budget.max_retries and that retry is due within budget.retry_for of the first
+/// failure. Otherwise a fan-out is dead-lettered
 /// (MAX_RETRIES_EXCEEDED when it was retryable, else NON_RETRYABLE_ERROR), a cancellation is
 /// dead-lettered as CANCELLATION_FAILED, and a dead letter's compensation fails. Any outcome but
 /// `retryable` is final.
 next_step decide_after_failure(run_kind run, attempt_outcome outcome, int attempt,
-                               const retry_budget& budget,
+                               std::chrono::milliseconds failing_for, const retry_budget& budget,
                                std::optional<std::chrono::milliseconds> retry_after, double jitter);
+
+/// Whether a run `failing_for` after its first failure (or its first hold) has spent
+/// budget.retry_for: what decides a run that is held back again.
+bool out_of_time(std::chrono::milliseconds failing_for, const retry_budget& budget);
+
+/// The end of a run of `run` whose retry_for is spent: a fan-out is dead-lettered
+/// (MAX_RETRIES_EXCEEDED), a cancellation too (CANCELLATION_FAILED), a compensation fails.
+next_step give_up_for_time(run_kind run);
 
 } // namespace outboxd::domain

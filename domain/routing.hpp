@@ -78,6 +78,14 @@ struct tls_options {
   bool insecure_skip_verify = false; // no verification at all; only ever set explicitly
 };
 
+/// When a destination's circuit opens and how long it stays open (see domain/breaker.hpp).
+struct breaker_settings {
+  bool enabled = true;
+  int failure_threshold = 5;                     // failed calls in a row that open the circuit
+  std::chrono::milliseconds open_for{5000};      // the first cool-down before a probe
+  std::chrono::milliseconds max_open_for{60000}; // each failed probe doubles it, up to this
+};
+
 /// A named destination of the fan-out (e.g. `billing`).
 struct destination {
   std::string name;
@@ -90,6 +98,12 @@ struct destination {
   std::vector<std::pair<std::string, std::string>> headers;
   bool required = false; // no matching route is a non-retryable failure instead of a skip
   std::vector<route> routes;
+  breaker_settings breaker;
+  int max_concurrency = 0;    // calls in flight across the process; 0: no limit
+  double rate_per_second = 0; // calls started per second (token bucket); 0: no limit
+  /// Overrides of the retry budget (outbox.* for its calls, dlq.* for its reverts) when it fails.
+  std::optional<int> max_retries;
+  std::optional<std::chrono::milliseconds> retry_for;
 };
 
 /// Destinations by name plus, per event type, the ordered list of destination names to call.

@@ -68,6 +68,24 @@ void add_gauges(std::string& out, const domain::outbox_stats& g) {
                         {{{}, g.oldest_due_age_seconds.value_or(0)}});
 }
 
+/// The circuit of each destination as a state set (1 for the current state), and its calls in
+/// flight.
+void add_destination_gauges(std::string& out,
+                            const std::vector<domain::destination_health>& destinations) {
+  std::vector<std::pair<metrics::labels, double>> states, in_flight;
+  for (const auto& d : destinations) {
+    for (auto state : {domain::breaker_state::closed, domain::breaker_state::open,
+                       domain::breaker_state::half_open})
+      states.push_back({{{"destination", d.name}, {"state", std::string(domain::to_string(state))}},
+                        d.state == state ? 1.0 : 0.0});
+    in_flight.push_back({{{"destination", d.name}}, static_cast<double>(d.in_flight)});
+  }
+  metrics::render_gauge(out, "outboxd_circuit_breaker_state",
+                        "Circuit breaker of each destination: 1 for its current state.", states);
+  metrics::render_gauge(out, "outboxd_destination_calls_in_flight",
+                        "Calls in flight to each destination from this process.", in_flight);
+}
+
 std::string next_request_id() {
   static const std::uint32_t prefix = std::random_device{}();
   static std::atomic<std::uint64_t> counter{0};
@@ -278,6 +296,7 @@ void remove_order(const api_context& c, const httplib::Request& req, httplib::Re
 void get_metrics(const api_context& c, const httplib::Request&, httplib::Response& res) {
   // Database gauges are best effort: a scrape during an outage still returns the counters.
   auto text = metrics::global().render([&c](std::string& out) {
+    add_destination_gauges(out, c.deps.destinations());
     try {
       add_gauges(out, c.deps.outbox.gauges());
     } catch (const domain::store_unavailable& e) {
@@ -306,6 +325,19 @@ void get_stats(const api_context& c, const httplib::Request&, httplib::Response&
   w.end_object();
   counts("orders", stats.orders);
   w.field("oldestDueAgeSeconds", stats.oldest_due_age_seconds);
+  w.key("destinations");
+  w.start_object();
+  for (const auto& d : c.deps.destinations()) {
+    w.key(d.name);
+    std::optional<double> opens_in;
+    if (d.opens_again_in)
+      opens_in = d.opens_again_in->count() / 1000.0;
+    w.object("circuit", domain::to_string(d.state), "failuresInARow", d.failures_in_a_row,
+             "opensAgainInSeconds", opens_in, "inFlight", d.in_flight, "maxConcurrency",
+             d.max_concurrency, "ratePerSecond", d.rate_per_second, "held",
+             static_cast<std::int64_t>(d.held));
+  }
+  w.end_object();
   w.end_object();
   reply(res, 200, w.str());
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "conf/settings.hpp"
+#include "domain/breaker.hpp"
 #include "domain/ports.hpp"
 #include "domain/routing.hpp"
 #include "http/listener.hpp"
@@ -29,6 +30,10 @@ struct api_dependencies {
   domain::dead_letter_store& dead_letters;
   domain::outbox_inspection& outbox;
   std::function<readiness_report()> readiness;
+  /// Each destination's circuit breaker and limits in this process (empty: it runs no engine).
+  std::function<std::vector<domain::destination_health>()> destinations = [] {
+    return std::vector<domain::destination_health>{};
+  };
 };
 
 class api_server {

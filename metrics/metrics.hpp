@@ -73,6 +73,12 @@ struct registry {
   histogram call_seconds{"outboxd_destination_call_seconds",
                          "Duration of HTTP calls to destinations, by destination.",
                          {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
+  counter breaker_transitions{
+      "outboxd_circuit_breaker_transitions_total",
+      "Circuit breaker state changes, by destination and the state entered."};
+  counter calls_held{"outboxd_calls_held_total",
+                     "Runs held back without a call (and without spending a retry), by "
+                     "destination and reason (breaker, concurrency, rate)."};
   counter compensations{"outboxd_compensations_total",
                         "Compensations finished, by kind (dead_letter, cancellation) and outcome."};
   counter listener_reconnects{"outboxd_listener_reconnects_total",

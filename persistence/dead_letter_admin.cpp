@@ -19,6 +19,7 @@ const std::string attempts_sql =
 // and a PROCESSED one is done.
 const std::string redrive_sql =
     "UPDATE dead_letter_events SET status = 'PENDING', attempts = 0, next_retry_at = NULL, "
+    "failing_since = NULL, "
     "resolved_at = NULL, status_changed_at = now() WHERE id = $1 AND status = 'FAILED' "
     "RETURNING "s +
     dead_letter_columns;

@@ -23,7 +23,8 @@ UPDATE dead_letter_events d
        lease_expires_at = now() + $3::bigint * interval '1 millisecond', status_changed_at = now()
   FROM due WHERE d.id = due.id
 RETURNING d.id, d.lease_token, d.original_event_id, d.aggregate_type, d.aggregate_id,
-          d.event_type, d.reason, coalesce(d.last_error, ''), d.attempts)sql";
+          d.event_type, d.reason, coalesce(d.last_error, ''), d.attempts,
+          (extract(epoch FROM now() - d.failing_since) * 1000)::bigint)sql";
 
 constexpr const char* resolve_sql = R"sql(
 UPDATE dead_letter_events
@@ -36,7 +37,21 @@ constexpr const char* retry_sql = R"sql(
 UPDATE dead_letter_events
    SET status = 'PENDING', attempts = attempts + 1, revert_error = $4, status_changed_at = now(),
        next_retry_at = now() + $3::bigint * interval '1 millisecond',
+       failing_since = coalesce(failing_since, now()),
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+ WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+
+// Held back (circuit open, a limit reached): due again after $3 ms, attempts unchanged.
+constexpr const char* postpone_sql = R"sql(
+UPDATE dead_letter_events
+   SET status = 'PENDING', revert_error = $4, status_changed_at = now(),
+       next_retry_at = now() + $3::bigint * interval '1 millisecond',
+       failing_since = coalesce(failing_since, now()),
+       lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+ WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+
+constexpr const char* extend_sql = R"sql(
+UPDATE dead_letter_events SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
  WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
 
 constexpr const char* fail_sql = R"sql(
@@ -59,7 +74,7 @@ SELECT id, aggregate_type, aggregate_id, attempts, coalesce(lease_owner, '?')
 constexpr const char* reap_sql = R"sql(
 UPDATE dead_letter_events
    SET status = $2, attempts = attempts + 1, revert_error = $3, next_retry_at = NULL,
-       status_changed_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+       failing_since = coalesce(failing_since, now()), status_changed_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
  WHERE id = $1)sql";
 
 constexpr const char* next_due_sql = R"sql(
@@ -73,6 +88,8 @@ dlq_repository::dlq_repository(pqxx::connection& conn, hooks_by_type hooks)
   conn_.prepare("dlq_claim", claim_sql);
   conn_.prepare("dlq_resolve", resolve_sql);
   conn_.prepare("dlq_retry", retry_sql);
+  conn_.prepare("dlq_postpone", postpone_sql);
+  conn_.prepare("dlq_extend", extend_sql);
   conn_.prepare("dlq_fail", fail_sql);
   conn_.prepare("dlq_release", release_sql);
   conn_.prepare("dlq_expired", expired_sql);
@@ -86,10 +103,13 @@ std::vector<claimed_dead_letter> dlq_repository::claim(const std::string& owner,
   auto rows = tx.exec_prepared("dlq_claim", limit, owner, static_cast<long long>(lease.count()));
   tx.commit();
   std::vector<claimed_dead_letter> out;
+  auto now = std::chrono::steady_clock::now();
   for (const auto& r : rows)
-    out.push_back({r[0].as<std::int64_t>(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>(),
-                   r[3].as<std::string>(), r[4].as<std::string>(), r[5].as<std::string>(),
-                   r[6].as<std::string>(), r[7].as<std::string>(), r[8].as<int>()});
+    out.push_back(
+        {r[0].as<std::int64_t>(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>(),
+         r[3].as<std::string>(), r[4].as<std::string>(), r[5].as<std::string>(),
+         r[6].as<std::string>(), r[7].as<std::string>(), r[8].as<int>(),
+         std::chrono::milliseconds(r[9].is_null() ? 0 : std::max(0LL, r[9].as<long long>())), now});
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   return out;
 }
@@ -109,6 +129,23 @@ bool dlq_repository::retry(const claimed_dead_letter& d, std::chrono::millisecon
   pqxx::work tx(conn_);
   auto r = tx.exec_prepared("dlq_retry", d.id, d.lease_token, static_cast<long long>(delay.count()),
                             revert_error);
+  tx.commit();
+  return r.affected_rows() == 1;
+}
+
+bool dlq_repository::postpone(const claimed_dead_letter& d, std::chrono::milliseconds delay,
+                              const std::string& why) {
+  pqxx::work tx(conn_);
+  auto r = tx.exec_prepared("dlq_postpone", d.id, d.lease_token,
+                            static_cast<long long>(delay.count()), why);
+  tx.commit();
+  return r.affected_rows() == 1;
+}
+
+bool dlq_repository::extend_lease(const claimed_dead_letter& d, std::chrono::milliseconds lease) {
+  pqxx::work tx(conn_);
+  auto r =
+      tx.exec_prepared("dlq_extend", d.id, d.lease_token, static_cast<long long>(lease.count()));
   tx.commit();
   return r.affected_rows() == 1;
 }

@@ -25,6 +25,9 @@ struct claimed_dead_letter {
   std::string reason;
   std::string last_error;
   int attempts = 0;
+  /// Since its compensation first failed (or was first held) at the claim; zero when never.
+  std::chrono::milliseconds failing_for{0};
+  std::chrono::steady_clock::time_point claimed_at{}; // when the lease was taken
 };
 
 class dlq_repository {
@@ -46,6 +49,12 @@ public:
   bool retry(const claimed_dead_letter& d, std::chrono::milliseconds delay,
              const std::string& revert_error);
 
+  /// Held back without a call (circuit open, a limit reached): PENDING, due after `delay`,
+  /// attempts unchanged, `why` as revert_error; false when the lease was lost.
+  bool postpone(const claimed_dead_letter& d, std::chrono::milliseconds delay,
+                const std::string& why);
+  /// Pushes the lease out; false when the lease was lost.
+  bool extend_lease(const claimed_dead_letter& d, std::chrono::milliseconds lease);
   /// FAILED (waits for an operator), order ATTENTION; false when the lease was lost.
   bool fail(const claimed_dead_letter& d, const std::string& revert_error);
 

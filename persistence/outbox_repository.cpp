@@ -28,7 +28,8 @@ UPDATE outbox_events e
        lease_expires_at = now() + $3::bigint * interval '1 millisecond', status_changed_at = now()
   FROM due WHERE e.id = due.id
 RETURNING e.id, e.lease_token, e.aggregate_type, e.aggregate_id, e.event_type, e.payloads::text,
-          e.attempts, EXISTS (SELECT 1 FROM aggregate_results r WHERE r.event_id = e.id))sql";
+          e.attempts, EXISTS (SELECT 1 FROM aggregate_results r WHERE r.event_id = e.id),
+          (extract(epoch FROM now() - e.failing_since) * 1000)::bigint)sql";
 
 constexpr int attempt_columns_count = 19;
 constexpr const char* record_attempt_columns = R"sql(
@@ -92,6 +93,16 @@ constexpr const char* retry_sql = R"sql(
 UPDATE outbox_events
    SET status = 'PENDING', attempts = attempts + 1, last_error = $4, status_changed_at = now(),
        next_retry_at = now() + $3::bigint * interval '1 millisecond',
+       failing_since = coalesce(failing_since, now()),
+       lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+ WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+
+// Held back (circuit open, a limit reached): due again after $3 ms, attempts unchanged.
+constexpr const char* postpone_sql = R"sql(
+UPDATE outbox_events
+   SET status = 'PENDING', last_error = $4, status_changed_at = now(),
+       next_retry_at = now() + $3::bigint * interval '1 millisecond',
+       failing_since = coalesce(failing_since, now()),
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
  WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
 
@@ -116,14 +127,14 @@ UPDATE outbox_events
 
 constexpr const char* expired_sql = R"sql(
 SELECT id, lease_token, aggregate_type, aggregate_id, event_type, payloads::text, attempts, false,
-       coalesce(lease_owner, '?')
+       (extract(epoch FROM now() - failing_since) * 1000)::bigint, coalesce(lease_owner, '?')
   FROM outbox_events WHERE status = 'PROCESSING' AND lease_expires_at < now()
  ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED)sql";
 
 constexpr const char* reap_back_sql = R"sql(
 UPDATE outbox_events
    SET status = 'PENDING', attempts = attempts + 1, last_error = $2, next_retry_at = NULL,
-       status_changed_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
+       failing_since = coalesce(failing_since, now()), status_changed_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
  WHERE id = $1)sql";
 
 constexpr const char* retention_sql = R"sql(
@@ -171,9 +182,15 @@ bool is_cancellation(const std::string& event_type) {
 }
 
 claimed_event to_claimed(const pqxx::row& r) {
-  return {r[0].as<std::int64_t>(), r[1].as<std::int64_t>(), r[2].as<std::string>(),
-          r[3].as<std::string>(),  r[4].as<std::string>(),  r[5].as<std::string>(),
-          r[6].as<int>(),          r[7].as<bool>()};
+  return {r[0].as<std::int64_t>(),
+          r[1].as<std::int64_t>(),
+          r[2].as<std::string>(),
+          r[3].as<std::string>(),
+          r[4].as<std::string>(),
+          r[5].as<std::string>(),
+          r[6].as<int>(),
+          r[7].as<bool>(),
+          std::chrono::milliseconds(r[8].is_null() ? 0 : std::max(0LL, r[8].as<long long>()))};
 }
 
 } // namespace
@@ -188,6 +205,7 @@ outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks
   conn_.prepare("outbox_latest_event", latest_event_sql);
   conn_.prepare("outbox_extend", extend_sql);
   conn_.prepare("outbox_retry", retry_sql);
+  conn_.prepare("outbox_postpone", postpone_sql);
   conn_.prepare("outbox_step_states", step_states_sql);
   conn_.prepare("outbox_body", body_sql);
   conn_.prepare("outbox_release", release_sql);
@@ -330,6 +348,14 @@ bool outbox_repository::retry(const claimed_event& e, std::chrono::milliseconds 
   return r.affected_rows() == 1;
 }
 
+bool outbox_repository::postpone(const claimed_event& e, std::chrono::milliseconds delay,
+                                 const std::string& why) {
+  pqxx::nontransaction tx(conn_);
+  return tx.exec_prepared("outbox_postpone", e.id, e.lease_token,
+                          static_cast<long long>(delay.count()), why)
+             .affected_rows() == 1;
+}
+
 bool outbox_repository::dead_letter(const claimed_event& e, const std::string& reason,
                                     const std::string& error, const std::string& dlq_status,
                                     std::optional<domain::engine_outcome> outcome) {
@@ -357,7 +383,7 @@ reaped outbox_repository::reap_expired(int max_retries) {
   pqxx::work tx(conn_);
   for (const auto& r : tx.exec_prepared("outbox_expired")) {
     auto e = to_claimed(r);
-    auto error = "lease of " + r[8].as<std::string>() + " expired";
+    auto error = "lease of " + r[9].as<std::string>() + " expired";
     if (e.attempts + 1 > max_retries) {
       bool cancellation = is_cancellation(e.event_type);
       dead_letter_in(tx, e, cancellation ? "CANCELLATION_FAILED" : "MAX_RETRIES_EXCEEDED", error,

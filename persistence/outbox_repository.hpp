@@ -29,6 +29,8 @@ struct claimed_event {
   std::string payloads_json;
   int attempts = 0;         // attempts finished before this one
   bool has_results = false; // earlier runs left rows in the result table (resume from them)
+  /// Since its first failure (or first hold) at the claim; zero when it never failed.
+  std::chrono::milliseconds failing_for{0};
   std::chrono::steady_clock::time_point claimed_at{}; // when the lease was taken or last extended
 };
 
@@ -123,6 +125,9 @@ public:
                    const std::string& dlq_status = "PENDING",
                    std::optional<domain::engine_outcome> outcome = std::nullopt);
 
+  /// Held back without a call (circuit open, a limit reached): PENDING, due after `delay`,
+  /// attempts unchanged, `why` as last_error; false when the lease was lost.
+  bool postpone(const claimed_event& e, std::chrono::milliseconds delay, const std::string& why);
   /// Hands an unstarted (or abandoned) claim back: PENDING, attempts unchanged, due now.
   bool release(const claimed_event& e);
 

@@ -112,7 +112,19 @@ TEST_CASE("the shipped configuration loads with no errors") {
   CHECK(s.outbox.backoff.base == 1s);
   CHECK(s.outbox.backoff.max == 60s);
   CHECK(s.outbox.retention == std::chrono::hours(24 * 7));
-  CHECK(s.dlq.max_retries == 3);
+  CHECK(s.outbox.max_retries == 30);
+  CHECK(s.outbox.retry_for == std::chrono::hours(1));
+  CHECK(s.dlq.max_retries == 30);
+  CHECK(s.dlq.retry_for == std::chrono::hours(1));
+  const auto& billing = s.http.destinations.at("billing");
+  CHECK(billing.breaker.enabled);
+  CHECK(billing.breaker.failure_threshold == 5);
+  CHECK(billing.breaker.open_for == 5s);
+  CHECK(billing.breaker.max_open_for == 60s);
+  CHECK(billing.max_concurrency == 0);
+  CHECK(billing.rate_per_second == 0);
+  CHECK_FALSE(billing.max_retries.has_value());
+  CHECK_FALSE(billing.retry_for.has_value());
   CHECK(s.simulator.enabled);
   CHECK(s.simulator.seed == 42);
   CHECK(s.simulator.base_url == "http://127.0.0.1:9000");
@@ -1037,7 +1049,7 @@ TEST_CASE("a call timeout of zero is refused") {
               "http.routes.inventory.timeout must be > 0, got \"0s\"");
 }
 
-TEST_CASE("start-up warnings: insecureSkipVerify, and fan-out timeouts that do not fit a lease") {
+TEST_CASE("start-up warnings: insecureSkipVerify") {
   auto shipped = start_up_warnings(loaded(load_with({})));
   CHECK(shipped.empty());
 
@@ -1045,12 +1057,64 @@ TEST_CASE("start-up warnings: insecureSkipVerify, and fan-out timeouts that do n
       load_file(R"({"http": {"routes": {"inventory": {"tls": {"insecureSkipVerify": true}}}}})")));
   REQUIRE(insecure.size() == 1);
   CHECK(insecure[0].rfind("http.routes.inventory.tls.insecureSkipVerify is true", 0) == 0);
+}
 
-  // The shipped OrderCreated fan-out has four destinations of 5s: 20s, + 5s to settle.
-  auto tight = start_up_warnings(loaded(load_with({"outbox.leaseTimeout=25s"})));
-  REQUIRE(tight.size() == 1);
-  CHECK(tight[0].find("http.fanout.OrderCreated") == 0);
-  CHECK(tight[0].find("25000ms") != std::string::npos);
-  CHECK(tight[0].find("outbox.leaseTimeout") != std::string::npos);
-  CHECK(start_up_warnings(loaded(load_with({"outbox.leaseTimeout=26s"}))).empty());
+TEST_CASE("a call timeout must be shorter than the lease of its event") {
+  CHECK_SET_ERROR("outbox.leaseTimeout=5s",
+                  "http.routes.inventory.timeout (5000ms) must be shorter than outbox.leaseTimeout "
+                  "(5000ms)");
+  CHECK_SET_ERROR(
+      "http.routes.billing.timeout=2m",
+      "http.routes.billing.timeout (120000ms) must be shorter than outbox.leaseTimeout");
+  auto r = load_with({"outbox.leaseTimeout=3s", "http.routes.inventory.timeout=2s",
+                      "http.routes.fraudCheck.timeout=2s", "http.routes.shipping.timeout=2s",
+                      "http.routes.billing.timeout=2s", "http.routes.notifications.timeout=2s"});
+  CHECK(r.errors.empty());
+}
+
+TEST_CASE("circuit breaker, limits and retry budget per destination") {
+  auto r = load_with(
+      {"http.routes.billing.circuitBreaker.failureThreshold=2",
+       "http.routes.billing.circuitBreaker.openFor=1s",
+       "http.routes.billing.circuitBreaker.maxOpenFor=30s", "http.routes.billing.maxConcurrency=4",
+       "http.routes.billing.ratePerSecond=2.5", "http.routes.billing.maxRetries=100",
+       "http.routes.billing.retryFor=2h", "http.routes.shipping.circuitBreaker.enabled=false"});
+  const auto& s = loaded(r);
+  const auto& billing = s.http.destinations.at("billing");
+  CHECK(billing.breaker.failure_threshold == 2);
+  CHECK(billing.breaker.open_for == 1s);
+  CHECK(billing.breaker.max_open_for == 30s);
+  CHECK(billing.max_concurrency == 4);
+  CHECK(billing.rate_per_second == 2.5);
+  CHECK(billing.max_retries == 100);
+  CHECK(billing.retry_for == std::chrono::hours(2));
+  CHECK_FALSE(s.http.destinations.at("shipping").breaker.enabled);
+
+  CHECK_SET_ERROR("http.routes.billing.circuitBreaker.failureThreshold=0",
+                  "http.routes.billing.circuitBreaker.failureThreshold must be > 0, got 0");
+  CHECK_SET_ERROR("http.routes.billing.circuitBreaker.openFor=0s",
+                  "http.routes.billing.circuitBreaker.openFor must be > 0");
+  CHECK_SET_ERROR("http.routes.billing.circuitBreaker.maxOpenFor=1s",
+                  "http.routes.billing.circuitBreaker.maxOpenFor must be >= "
+                  "http.routes.billing.circuitBreaker.openFor (5000ms), got 1000ms");
+  CHECK_SET_ERROR("http.routes.billing.circuitBreaker.tripAfter=3",
+                  "unknown key http.routes.billing.circuitBreaker.tripAfter");
+  CHECK_SET_ERROR("http.routes.billing.maxConcurrency=-1",
+                  "http.routes.billing.maxConcurrency must be between 0 and 100000, got -1");
+  CHECK_SET_ERROR("http.routes.billing.ratePerSecond=-0.5",
+                  "http.routes.billing.ratePerSecond must be between 0 and 1000000, got -0.5");
+  CHECK_SET_ERROR("http.routes.billing.ratePerSecond=\"fast\"",
+                  "http.routes.billing.ratePerSecond must be a number");
+  CHECK_SET_ERROR("http.routes.billing.maxRetries=-1",
+                  "http.routes.billing.maxRetries must be between 0 and 1000, got -1");
+}
+
+TEST_CASE("a retry budget in time must allow at least one backoff") {
+  CHECK_SET_ERROR("outbox.retryFor=500ms", "outbox.retryFor (500ms) must be at least "
+                                           "outbox.backoff.base (1000ms)");
+  CHECK_SET_ERROR("dlq.retryFor=0s", "dlq.retryFor must be > 0");
+  CHECK_SET_ERROR("http.routes.billing.retryFor=10ms",
+                  "http.routes.billing.retryFor (10ms) must be at least outbox.backoff.base");
+  CHECK_SET_ERROR("outbox.retryFor=forever", "outbox.retryFor must be a duration");
+  CHECK(load_with({"outbox.retryFor=1s", "dlq.retryFor=10m"}).errors.empty());
 }

@@ -1,0 +1,72 @@
+// The gate in front of every destination, shared by all workers of the process: its circuit
+// breaker, its limit of calls in flight (maxConcurrency) and its rate (ratePerSecond). A worker
+// asks before each call; it gets a permit, or is told to hold the run back and when to try again.
+// Transitions are logged and counted; health() is what the stats, the UI and /metrics show.
+#pragma once
+
+#include "domain/attempt.hpp"
+#include "domain/breaker.hpp"
+#include "domain/routing.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace outboxd::actors {
+
+class destination_gates {
+  struct gate;
+
+public:
+  /// How long a call may wait for a free slot or a token before its run is held back instead.
+  static constexpr std::chrono::milliseconds max_limit_wait{1000};
+
+  explicit destination_gates(const domain::routing_table& routing);
+  ~destination_gates();
+  destination_gates(const destination_gates&) = delete;
+  destination_gates& operator=(const destination_gates&) = delete;
+
+  /// The right to make one call. Report its outcome; a permit dropped without a report (its
+  /// run was interrupted) frees its slot and, if it was the probe, lets another call probe.
+  class permit {
+  public:
+    permit(permit&& other) noexcept;
+    permit& operator=(permit&&) = delete;
+    ~permit();
+    void report(domain::attempt_outcome outcome);
+
+  private:
+    friend class destination_gates;
+    permit(destination_gates* owner, gate* g, bool probe)
+        : owner_(owner), gate_(g), probe_(probe) {}
+    destination_gates* owner_;
+    gate* gate_;
+    bool probe_;
+    bool reported_ = false;
+  };
+
+  /// The run must not call now: it is rescheduled after `delay`, without spending its budget.
+  struct hold {
+    std::chrono::milliseconds delay{0};
+    std::string reason; // e.g. "billing: circuit open (5 failed calls in a row)"
+  };
+
+  /// Asks to call destination `name` (a revert asks for its destination). Waits up to
+  /// max_limit_wait for a slot or a token. `who` tags the log lines.
+  std::variant<permit, hold> enter(const std::string& name, const std::string& who);
+
+  /// Every destination's state now.
+  std::vector<domain::destination_health> health() const;
+
+private:
+  void finish(gate& g, bool probe, std::optional<domain::attempt_outcome> outcome);
+
+  std::map<std::string, std::unique_ptr<gate>, std::less<>> gates_;
+};
+
+} // namespace outboxd::actors

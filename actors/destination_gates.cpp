@@ -88,8 +88,10 @@ destination_gates::enter(const std::string& name, const std::string& who) {
   if (!admission.allowed)
     return held("breaker", until(admission.retry_at, now),
                 fmt::format("{}: circuit {}", g.name, domain::to_string(g.breaker.state())));
-  if (admission.probe)
+  if (admission.probe) {
+    metrics::global().breaker_transitions.inc({{"destination", g.name}, {"state", "half_open"}});
     log::info(who, "destination {}: circuit half-open, this call probes it", g.name);
+  }
   auto give_up = [&](const char* kind, milliseconds delay, std::string reason) {
     if (admission.probe)
       g.breaker.abandon_probe();

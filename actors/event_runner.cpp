@@ -118,11 +118,14 @@ event_runner::hold_decision event_runner::after_hold(domain::run_kind run,
                                                      const std::string& destination,
                                                      milliseconds failing_for,
                                                      const destination_gates::hold& hold) {
-  if (domain::out_of_time(failing_for, budget(run, destination)))
+  auto b = budget(run, destination);
+  if (domain::out_of_time(failing_for, b))
     return {{}, domain::give_up_for_time(run)};
-  // Spread the runs held together so that they do not all come back in the same instant.
+  // Spread the runs held together so that they do not all come back in the same instant, and
+  // come back no later than the end of the retry budget, to give up then.
   std::uniform_real_distribution<double> spread(1.0, 1.25);
-  return {milliseconds(static_cast<std::int64_t>(hold.delay.count() * spread(rng_))), {}};
+  auto delay = milliseconds(static_cast<std::int64_t>(hold.delay.count() * spread(rng_)));
+  return {std::min(delay, b.retry_for - failing_for), {}};
 }
 
 lease_keeper renewing_lease(milliseconds lease, std::chrono::steady_clock::time_point claimed_at,
@@ -213,7 +216,7 @@ void event_runner::fail(const persistence::claimed_event& e, const std::string& 
 }
 
 void event_runner::carry_out(const persistence::claimed_event& e, const domain::next_step& next,
-                             const std::string& error, bool retry_after_given) {
+                             const std::string& error, bool retry_after_given, bool made_call) {
   const int attempt = e.attempts + 1;
   const bool cancellation = is_cancellation(e.event_type);
   if (next.what == domain::next_step::kind::retry) {
@@ -231,9 +234,10 @@ void event_runner::carry_out(const persistence::claimed_event& e, const domain::
               e.event_type, e.aggregate_type, e.aggregate_id, e.failing_for.count() / 1000);
   // A cancellation is dead-lettered as FAILED: it is never compensated again, it waits for an
   // operator.
-  bool dead = cancellation ? repo()->dead_letter(e, reason, error, "FAILED",
-                                                 domain::engine_outcome::compensation_failed)
-                           : repo()->dead_letter(e, reason, error);
+  bool dead = cancellation
+                  ? repo()->dead_letter(e, reason, error, "FAILED",
+                                        domain::engine_outcome::compensation_failed, made_call)
+                  : repo()->dead_letter(e, reason, error, "PENDING", std::nullopt, made_call);
   if (!dead)
     return lease_lost(e, "dead letter");
   m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", reason}});
@@ -251,7 +255,7 @@ void event_runner::hold_back(const persistence::claimed_event& e, domain::run_ki
                              const std::string& destination, const destination_gates::hold& hold) {
   auto decision = after_hold(run, destination, e.failing_for, hold);
   if (decision.give_up)
-    return carry_out(e, *decision.give_up, hold.reason, false);
+    return carry_out(e, *decision.give_up, hold.reason, false, false);
   if (!repo()->postpone(e, decision.delay, "held back: " + hold.reason))
     return lease_lost(e, "hold");
   log::info(name_, "event {} {} {} {}: held back ({}), due again in {}ms; no retry spent", e.id,

@@ -60,9 +60,10 @@ public:
   /// CANCELLATION_FAILED) with `cause` as last_error. Never throws but for a lost connection.
   void fail(const persistence::claimed_event& e, const std::string& cause);
   /// Carries out the decision after a failed run of `e`: schedules the retry or dead-letters it
-  /// (a cancellation as FAILED, for an operator), counting and logging it.
+  /// (a cancellation as FAILED, for an operator), counting and logging it. `made_call` false: the
+  /// run made no call (held back past its retryFor), and does not count as one.
   void carry_out(const persistence::claimed_event& e, const domain::next_step& next,
-                 const std::string& error, bool retry_after_given);
+                 const std::string& error, bool retry_after_given, bool made_call = true);
 
   /// Whether event type `event_type` is a cancellation ("!<type>").
   static bool is_cancellation(const std::string& event_type) {

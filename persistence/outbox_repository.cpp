@@ -106,10 +106,11 @@ UPDATE outbox_events
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
  WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
 
-// $3 error, $4 reason, $5 status of the dead letter.
+// $3 error, $4 reason, $5 status of the dead letter, $6 runs to count (0 for a run that made no
+// call: it must not look like a run whose rows were lost).
 constexpr const char* dead_letter_sql = R"sql(
 WITH done AS (UPDATE outbox_events
-   SET status = 'DEAD', attempts = attempts + 1, last_error = $3, status_changed_at = now(),
+   SET status = 'DEAD', attempts = attempts + $6::int, last_error = $3, status_changed_at = now(),
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, next_retry_at = NULL
  WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING'
 RETURNING id, aggregate_type, aggregate_id, event_type, payloads),
@@ -358,18 +359,21 @@ bool outbox_repository::postpone(const claimed_event& e, std::chrono::millisecon
 
 bool outbox_repository::dead_letter(const claimed_event& e, const std::string& reason,
                                     const std::string& error, const std::string& dlq_status,
-                                    std::optional<domain::engine_outcome> outcome) {
+                                    std::optional<domain::engine_outcome> outcome,
+                                    bool counts_run) {
   pqxx::nontransaction tx(conn_);
-  return dead_letter_in(tx, e, reason, error, dlq_status, outcome);
+  return dead_letter_in(tx, e, reason, error, dlq_status, outcome, counts_run);
 }
 
 bool outbox_repository::dead_letter_in(pqxx::transaction_base& tx, const claimed_event& e,
                                        const std::string& reason, const std::string& error,
                                        const std::string& dlq_status,
-                                       std::optional<domain::engine_outcome> outcome) {
+                                       std::optional<domain::engine_outcome> outcome,
+                                       bool counts_run) {
   const auto& statement =
       finishing("dead_letter", dead_letter_sql, e.aggregate_type, outcome, 3, 0);
-  return tx.exec_prepared1(statement, e.id, e.lease_token, error, reason, dlq_status)[0]
+  return tx.exec_prepared1(statement, e.id, e.lease_token, error, reason, dlq_status,
+                           counts_run ? 1 : 0)[0]
              .as<int>() == 1;
 }
 

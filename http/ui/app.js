@@ -649,7 +649,7 @@ async function refreshStats() {
     s = await api('GET', '/api/outbox/stats');
   } catch (e) {
     if (e.status !== 404) throw e;
-    for (const id of ['#stats-outbox', '#stats-dlq', '#stats-orders']) {
+    for (const id of ['#stats-outbox', '#stats-dlq', '#stats-orders', '#stats-destinations']) {
       const h = $(id).firstElementChild;
       $(id).replaceChildren(h, el('p', { class: 'muted', text: 'not available (GET /api/outbox/stats answered 404)' }));
     }
@@ -673,6 +673,24 @@ async function refreshStats() {
     orders.length
       ? el('div', { class: 'chips' }, orders.map(([k, v]) => el('span', { class: `badge status-${token(k)}`, data: { status: k } }, `${k} `, el('b', { text: v }))))
       : el('p', { class: 'muted', text: 'none yet' }));
+  renderDestinations(s.destinations || {});
+}
+
+// Each destination's circuit (closed / half-open / open, with the time left before a probe) and
+// what it held back: the breaker and the limits, as this process sees them.
+function renderDestinations(destinations) {
+  const entries = Object.entries(destinations);
+  const open = entries.filter(([, d]) => d.circuit !== 'closed').length;
+  $('#stats-destinations').replaceChildren(el('h2', { text: 'Destinations' }),
+    entries.length
+      ? el('div', { class: 'chips' }, entries.map(([name, d]) => {
+        const left = typeof d.opensAgainInSeconds === 'number' ? ` · probe in ${Math.ceil(d.opensAgainInSeconds)} s` : '';
+        const title = `circuit ${d.circuit.replace('_', '-')}${left}; ${d.inFlight} in flight; ${d.held} held back`;
+        return el('span', { class: `badge circuit-${token(d.circuit)}`, data: { destination: name, circuit: d.circuit }, title },
+          `${name} `, el('b', { text: d.circuit === 'closed' ? '✓' : d.circuit.replace('_', '-') + left }));
+      }))
+      : el('p', { class: 'muted', text: 'no engine in this process' }),
+    el('p', { class: 'muted small-text', text: open ? `${open} circuit(s) not closed: their events wait, spending no retries` : 'every circuit closed' }));
 }
 
 async function refreshConsistency() {

@@ -4,19 +4,13 @@
 // attempt is recorded as received and shown marked by the API; no worker crashes. And an event
 // whose rows the database refuses for a reason of its own fails alone, without a crash loop.
 #include "test/support/outboxd_process.hpp"
+#include "test/support/partner.hpp"
 #include "test/support/test_db.hpp"
 
-#include <arpa/inet.h>
-#include <atomic>
-#include <cctype>
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <fstream>
 #include <functional>
-#include <mutex>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <thread>
 #include <unistd.h>
 
 using namespace outboxd::test;
@@ -26,90 +20,16 @@ using namespace std::string_literals;
 namespace {
 
 /// How the remote answers a call: status, body, and Content-Type (none when empty).
-struct answer {
-  int status = 200;
-  std::string body;
-  std::string content_type;
-};
+using answer = partner::answer;
 
 /// Inventory (reserve, and a revert that releases) and fraud check on one port, answering
-/// whatever the test set last. Raw sockets, so that the answer has exactly the headers given (an
-/// HTTP library would add a Content-Type of its own); one request per connection.
-class remote {
-public:
-  remote() : port(free_port()), fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    int on = 1;
-    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    REQUIRE(::listen(fd_, 64) == 0);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~remote() {
-    stopping_ = true;
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
-    thread_.join();
-  }
+/// whatever the test set last, with exactly the headers given.
+struct remote : partner {
   void answer_with(answer a) {
-    std::lock_guard lock(mutex_);
-    answer_ = std::move(a);
+    handle([a](const request& r) {
+      return r.method == "DELETE" ? answer{200, R"({"released":true})"} : a;
+    });
   }
-
-  const int port;
-
-private:
-  void serve() {
-    while (!stopping_) {
-      int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0)
-        return;
-      timeval tv{5, 0};
-      ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-      std::string in;
-      char buf[4096];
-      std::size_t head_end = std::string::npos;
-      std::size_t need = 0;
-      while (true) {
-        if (head_end == std::string::npos &&
-            (head_end = in.find("\r\n\r\n")) != std::string::npos) {
-          auto head = in.substr(0, head_end);
-          for (auto& ch : head)
-            ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-          auto at = head.find("content-length:");
-          need = head_end + 4 + (at == std::string::npos ? 0 : std::stoul(head.substr(at + 15)));
-        }
-        if (head_end != std::string::npos && in.size() >= need)
-          break;
-        auto n = ::recv(c, buf, sizeof buf, 0);
-        if (n <= 0)
-          break;
-        in.append(buf, static_cast<std::size_t>(n));
-      }
-      answer a;
-      {
-        std::lock_guard lock(mutex_);
-        a = in.rfind("DELETE ", 0) == 0 ? answer{200, R"({"released":true})", "application/json"}
-                                        : answer_;
-      }
-      auto out =
-          fmt::format("HTTP/1.1 {} Answer\r\nContent-Length: {}\r\n", a.status, a.body.size());
-      if (!a.content_type.empty())
-        out += "Content-Type: " + a.content_type + "\r\n";
-      out += "Connection: close\r\n\r\n" + a.body;
-      ::send(c, out.data(), out.size(), MSG_NOSIGNAL);
-      ::close(c);
-    }
-  }
-
-  int fd_;
-  std::atomic<bool> stopping_{false};
-  std::thread thread_;
-  std::mutex mutex_;
-  answer answer_{200, R"({"reservationId":"RES-1"})", "application/json"};
 };
 
 struct hostile_fixture {

@@ -5,10 +5,26 @@
 
 #include <csignal>
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <thread>
 
 using namespace outboxd::test;
 using namespace std::chrono_literals;
+
+namespace {
+
+/// `args` with every route's call timeout set to `timeout`: a call must be shorter than the
+/// short leases these tests use.
+std::vector<std::string> with_call_timeout(std::vector<std::string> args,
+                                           const std::string& timeout) {
+  for (const char* route : {"inventory", "fraudCheck", "shipping", "billing", "notifications"}) {
+    args.emplace_back("--set");
+    args.push_back(fmt::format("http.routes.{}.timeout={}", route, timeout));
+  }
+  return args;
+}
+
+} // namespace
 
 TEST_CASE("two outboxd processes drain one backlog and process each event once") {
   simulator_process sim;
@@ -46,7 +62,7 @@ TEST_CASE(
     "a process killed during a compensation is finished by a restart without a double revert") {
   simulator_process sim;
   auto db = fresh_database("outboxd_e2e_kill_compensation");
-  auto args = sim.outboxd_args({"outbox.leaseTimeout=2s"});
+  auto args = with_call_timeout(sim.outboxd_args({"outbox.leaseTimeout=2s"}), "1800ms");
   outboxd_process p("kill-compensation", db, args);
   p.use_simulator(sim.port);
   p.wait_ready();
@@ -93,9 +109,10 @@ TEST_CASE("an event that waited in its processor's batch renews its lease before
   intake.knobs(R"({"inventory.reserve":{"latencyMs":1000}})");
   // One processor, a 3 s lease, a reaper every 200 ms: the fourth event starts after ~3 s in the
   // batch, with its lease expired and reclaimed; the third is past half of its lease.
-  auto args =
+  auto args = with_call_timeout(
       sim.outboxd_args({"outbox.poolSize=1", "outbox.batchSize=10", "outbox.leaseTimeout=3s",
-                        "outbox.reaperInterval=200ms", "log.level=debug"});
+                        "outbox.reaperInterval=200ms", "log.level=debug"}),
+      "2s");
   outboxd_process worker("worker", db, args);
   worker.use_simulator(sim.port);
   worker.wait_up();
@@ -176,7 +193,8 @@ TEST_CASE("a charge applied by a run that was killed is refunded even when its f
           "answered 503") {
   simulator_process sim;
   auto db = fresh_database("outboxd_e2e_killed_charge");
-  auto args = sim.outboxd_args({"outbox.maxRetries=0", "outbox.leaseTimeout=2s"});
+  auto args = with_call_timeout(sim.outboxd_args({"outbox.maxRetries=0", "outbox.leaseTimeout=2s"}),
+                                "1800ms");
   outboxd_process p("killed-charge", db, args);
   p.use_simulator(sim.port);
   p.wait_ready();

@@ -1,0 +1,234 @@
+// A destination that is down, slow or rate-limited, end to end: a real outboxd calls a partner
+// served by this test. An open circuit holds events back without calls and without spending
+// their retries; limits bound the calls in flight and their rate; retries end when their time
+// budget does; a long fan-out keeps its lease by renewing it before each call.
+#include "test/support/outboxd_process.hpp"
+#include "test/support/partner.hpp"
+#include "test/support/test_db.hpp"
+
+#include <algorithm>
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <fstream>
+#include <unistd.h>
+
+using namespace outboxd::test;
+using namespace std::chrono_literals;
+using answer = partner::answer;
+
+namespace {
+
+const answer reserved{200, R"({"reservationId":"RES-1"})"};
+const answer unavailable{503, R"({"error":"down for maintenance"})"};
+
+/// outboxd with a fan-out of inventory, then fraudCheck when `two_steps`, both at `remote`, and
+/// `sets` ("key=value") on top of the test defaults.
+struct gated_fixture {
+  gated_fixture(const char* database, std::vector<std::string> sets, bool two_steps = false)
+      : config(write_config(two_steps)), conninfo(fresh_database(database)),
+        p(database, conninfo, with_config(std::move(sets))) {
+    p.wait_up();
+  }
+  ~gated_fixture() { ::unlink(config.c_str()); }
+
+  std::string write_config(bool two_steps) {
+    auto path = fmt::format("/tmp/outboxd-gates-{}-{}.json", ::getpid(), remote.port);
+    std::ofstream(path) << fmt::format(
+        R"({{"http": {{
+      "routes": {{
+        "inventory": {{"url": "http://127.0.0.1:{0}/inventory", "timeout": "1500ms",
+                      "revert": {{"url": "http://127.0.0.1:{0}/inventory/RES-1/release",
+                                 "method": "DELETE"}}}},
+        "fraudCheck": {{"url": "http://127.0.0.1:{0}/fraud", "timeout": "1500ms"}}
+      }},
+      "fanout": {{"OrderCreated": {1}}}
+    }}}})",
+        remote.port, two_steps ? R"(["inventory", "fraudCheck"])" : R"(["inventory"])");
+    return path;
+  }
+
+  std::vector<std::string> with_config(std::vector<std::string> sets) {
+    std::vector<std::string> args{"--config", config};
+    for (auto& s : sets) {
+      args.emplace_back("--set");
+      args.push_back(std::move(s));
+    }
+    return args;
+  }
+
+  std::vector<long long> create_orders(int n) {
+    std::vector<long long> ids;
+    for (int i = 0; i < n; ++i)
+      ids.push_back(p.create_order());
+    return ids;
+  }
+
+  /// The circuit of `destination` as GET /api/outbox/stats shows it.
+  std::string circuit(const std::string& destination) {
+    auto pointer = "/destinations/" + destination + "/circuit";
+    return p.client().get("/api/outbox/stats").str(pointer.c_str());
+  }
+
+  long long sql_number(const std::string& sql) { return std::stoll(query_value(conninfo, sql)); }
+
+  partner remote;
+  std::string config;
+  std::string conninfo;
+  outboxd_process p;
+};
+
+} // namespace
+
+TEST_CASE("an open circuit holds events back without calls and without spending retries; after "
+          "recovery every order confirms") {
+  gated_fixture f("outboxd_e2e_gates_breaker",
+                  {"outbox.poolSize=2", "outbox.maxRetries=20",
+                   "http.routes.inventory.circuitBreaker.failureThreshold=3",
+                   "http.routes.inventory.circuitBreaker.openFor=1s",
+                   "http.routes.inventory.circuitBreaker.maxOpenFor=1s"});
+  f.remote.handle([](const partner::request&) { return unavailable; });
+  auto started = std::chrono::steady_clock::now();
+  auto ids = f.create_orders(8);
+  REQUIRE(wait_until([&] { return f.circuit("inventory") == "open"; }, 15s));
+  std::this_thread::sleep_for(3s); // a few cool-downs, each ending in one probe
+
+  // Spent retries first: each was spent by a call the partner had already counted.
+  auto spent = f.sql_number("SELECT coalesce(sum(attempts), 0) FROM outbox_events");
+  auto calls = static_cast<long long>(f.remote.request_count());
+  auto seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started)
+          .count();
+  // The three failures that opened it, the calls already in flight then (one per processor),
+  // and one probe per second of cool-down since: not a retry per event per backoff.
+  CHECK(calls <= 3 + 2 + seconds + 1);
+  // Every retry spent was spent by a call: the held runs spent none.
+  CHECK(spent <= calls);
+  CHECK(f.sql_number("SELECT count(*) FROM outbox_events WHERE last_error LIKE "
+                     "'held back: inventory: circuit %'") >= 1);
+  CHECK(f.sql_number("SELECT count(*) FROM dead_letter_events") == 0);
+  auto stats = f.p.client().get("/api/outbox/stats");
+  CHECK(stats.num("/destinations/inventory/held") >= 1);
+  CHECK(stats.num("/destinations/fraudCheck/held") == 0);
+  auto metrics = f.p.client().get("/metrics").body;
+  CHECK(metrics.find(R"(outboxd_calls_held_total{destination="inventory",reason="breaker"})") !=
+        std::string::npos);
+  CHECK(metrics.find(
+            R"(outboxd_circuit_breaker_transitions_total{destination="inventory",state="open"})") !=
+        std::string::npos);
+  CHECK(
+      metrics.find(R"(outboxd_circuit_breaker_state{destination="fraudCheck",state="closed"} 1)") !=
+      std::string::npos);
+  CHECK(f.p.output().find("destination inventory: circuit open for 1s after 3 failed calls in a "
+                          "row") != std::string::npos);
+
+  // The partner is back: the next probe closes the circuit and the backlog drains.
+  f.remote.handle([](const partner::request&) { return reserved; });
+  for (auto id : ids)
+    CHECK(f.p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  CHECK(f.circuit("inventory") == "closed");
+  CHECK(f.p.output().find("destination inventory: circuit closed") != std::string::npos);
+  CHECK(f.sql_number("SELECT count(*) FROM dead_letter_events") == 0);
+  CHECK(f.p.process().running());
+}
+
+TEST_CASE("a hanging destination is cut at its deadline and its circuit opens") {
+  gated_fixture f("outboxd_e2e_gates_hang",
+                  {"outbox.poolSize=2", "outbox.maxRetries=20",
+                   "http.routes.inventory.timeout=300ms",
+                   "http.routes.inventory.circuitBreaker.failureThreshold=2",
+                   "http.routes.inventory.circuitBreaker.openFor=30s"});
+  f.remote.set_mode(partner::mode::hang);
+  auto ids = f.create_orders(4);
+  REQUIRE(wait_until([&] { return f.circuit("inventory") == "open"; }, 15s));
+  std::this_thread::sleep_for(1s);
+  // Two timed-out calls opened it (plus at most one in flight then); the rest wait.
+  CHECK(f.remote.request_count() <= 3);
+  CHECK(f.sql_number("SELECT count(*) FROM aggregate_results WHERE response_status IS NULL AND "
+                     "error_message ILIKE '%timeout%'") >= 2);
+  CHECK(f.sql_number("SELECT count(*) FROM dead_letter_events") == 0);
+  f.remote.set_mode(partner::mode::answer);
+  CHECK(f.p.process().running());
+}
+
+TEST_CASE("maxConcurrency bounds the calls in flight to a destination across the processors") {
+  gated_fixture f("outboxd_e2e_gates_concurrency",
+                  {"outbox.poolSize=4", "http.routes.inventory.maxConcurrency=1"});
+  f.remote.handle([](const partner::request&) {
+    auto a = reserved;
+    a.delay = 150ms;
+    return a;
+  });
+  auto ids = f.create_orders(8);
+  for (auto id : ids)
+    CHECK(f.p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  CHECK(f.remote.max_in_flight() == 1);
+  CHECK(f.sql_number("SELECT count(*) FROM dead_letter_events") == 0);
+}
+
+TEST_CASE("ratePerSecond spaces the calls to a destination") {
+  gated_fixture f("outboxd_e2e_gates_rate",
+                  {"outbox.poolSize=4", "http.routes.inventory.ratePerSecond=4"});
+  f.remote.handle([](const partner::request&) { return reserved; });
+  auto ids = f.create_orders(12);
+  for (auto id : ids)
+    CHECK(f.p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  auto requests = f.remote.requests();
+  REQUIRE(requests.size() == 12);
+  std::vector<std::chrono::steady_clock::time_point> at;
+  for (const auto& r : requests)
+    at.push_back(r.arrived);
+  std::sort(at.begin(), at.end());
+  // A second's worth (4) at once, then one every 250 ms: call i comes no sooner than that.
+  for (std::size_t i = 4; i < at.size(); ++i) {
+    CAPTURE(i);
+    CHECK(at[i] - at[0] >= static_cast<int>(i - 3) * 250ms - 50ms);
+  }
+}
+
+TEST_CASE("a destination's retryFor ends its retries, whatever maxRetries allows") {
+  gated_fixture f("outboxd_e2e_gates_retry_for",
+                  {"outbox.maxRetries=1000", "outbox.backoff.max=200ms",
+                   "http.routes.inventory.retryFor=1s",
+                   "http.routes.inventory.circuitBreaker.enabled=false"});
+  f.remote.handle([](const partner::request&) { return unavailable; });
+  auto id = f.p.create_order();
+  CHECK(f.p.wait_status(id, "FAILED") == "FAILED");
+  auto attempts = f.sql_number("SELECT attempts FROM outbox_events");
+  CHECK(attempts >= 2);
+  CHECK(attempts < 100);
+  CHECK(query_value(f.conninfo, "SELECT reason FROM dead_letter_events") == "MAX_RETRIES_EXCEEDED");
+  CHECK(f.p.output().find("retryFor spent") != std::string::npos);
+}
+
+TEST_CASE("an event held back past its retryFor gives up instead of waiting for ever") {
+  gated_fixture f("outboxd_e2e_gates_held_too_long",
+                  {"outbox.maxRetries=1000", "http.routes.inventory.retryFor=1s",
+                   "http.routes.inventory.circuitBreaker.failureThreshold=1",
+                   "http.routes.inventory.circuitBreaker.openFor=60s",
+                   "http.routes.inventory.circuitBreaker.maxOpenFor=60s"});
+  f.remote.handle([](const partner::request&) { return unavailable; });
+  auto id = f.p.create_order();
+  CHECK(f.p.wait_status(id, "FAILED", 15s) == "FAILED");
+  CHECK(f.remote.request_count() == 1); // the failure that opened the circuit, nothing after
+  auto last_error = query_value(f.conninfo, "SELECT last_error FROM dead_letter_events");
+  CHECK(last_error == "inventory: circuit open");
+}
+
+TEST_CASE("a fan-out longer than its lease renews the lease before each call and keeps it") {
+  gated_fixture f("outboxd_e2e_gates_lease",
+                  {"outbox.leaseTimeout=2s", "outbox.reaperInterval=200ms",
+                   "http.routes.shipping.timeout=1s", "http.routes.billing.timeout=1s",
+                   "http.routes.notifications.timeout=1s"},
+                  true);
+  f.remote.handle([](const partner::request&) {
+    auto a = reserved;
+    a.delay = 1200ms; // two calls: 2.4 s, longer than the lease
+    return a;
+  });
+  auto id = f.p.create_order();
+  CHECK(f.p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  CHECK(f.remote.request_count() == 2); // never re-sent by another run
+  CHECK(f.sql_number("SELECT attempts FROM outbox_events") == 1);
+  CHECK(f.p.output().find("lease lost") == std::string::npos);
+  CHECK(f.p.output().find("expired") == std::string::npos);
+}

@@ -100,6 +100,12 @@ await run('ui', async ({ step, open, seen }) => {
     await eventually('stats to count processed events', async () =>
       Number(await page.locator('#stats-outbox [data-key="processed"] .tile-value').textContent()) >= 1);
     check(await page.locator('#stats-orders [data-status="FAILED"]').count() === 1, 'orders stats lack FAILED');
+    // Every configured destination shows its circuit; refusals (400) do not open one.
+    for (const name of ['inventory', 'fraudCheck', 'shipping', 'billing', 'notifications']) {
+      const chip = page.locator(`#stats-destinations [data-destination="${name}"]`);
+      check(await chip.count() === 1, `no circuit shown for ${name}`);
+      check(await chip.getAttribute('data-circuit') === 'closed', `${name}'s circuit is not closed`);
+    }
   });
 
   let formOrder;

@@ -67,6 +67,24 @@ TEST_CASE("a broken configuration stops start-up with exit code 2 naming the key
       run_command({OUTBOXD_BINARY, "check-config"}, {{"OUTBOXD_SERVER_PROT", "1"}});
   CHECK(code3 == 2);
   CHECK(contains(out3, "OUTBOXD_SERVER_PROT"));
+
+  // Settings of a real destination: each refused, by serve and check-config alike.
+  for (const char* command : {"serve", "check-config"})
+    for (auto [set, key] : std::initializer_list<std::pair<const char*, const char*>>{
+             {"http.routes.billing.maxResponseBytes=-1", "http.routes.billing.maxResponseBytes"},
+             {"http.routes.billing.timeout=0s", "http.routes.billing.timeout"},
+             {"http.routes.billing.tls.caFile=/nonexistent/ca.pem",
+              "http.routes.billing.tls.caFile"},
+             {"outbox.retryFor=500ms", "outbox.retryFor"},
+             {"http.routes.billing.timeout=90s", "outbox.leaseTimeout"},
+             {"http.routes.billing.circuitBreaker.failureThreshold=0",
+              "http.routes.billing.circuitBreaker.failureThreshold"}}) {
+      CAPTURE(command);
+      CAPTURE(set);
+      auto [c, o] = run_command({OUTBOXD_BINARY, command, "--set", set});
+      CHECK(c == 2);
+      CHECK(contains(o, key));
+    }
 }
 
 TEST_CASE("an unknown argument is a usage error") {

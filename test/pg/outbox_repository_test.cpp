@@ -190,6 +190,63 @@ TEST_CASE_FIXTURE(fixture, "handing a claim back keeps its attempts and makes it
                               std::to_string(id)) == "PENDING 0 true");
 }
 
+TEST_CASE_FIXTURE(fixture, "a held-back event keeps its attempts; its time budget starts") {
+  auto id = add_event("4h");
+  auto c = a.claim("a", 1, 60s);
+  REQUIRE(c.size() == 1);
+  CHECK(c[0].failing_for == 0ms); // never failed
+  // Another worker's token cannot postpone it.
+  auto stolen = c[0];
+  stolen.lease_token += 1000;
+  CHECK_FALSE(b.postpone(stolen, 0ms, "held back: billing: circuit open"));
+  REQUIRE(a.postpone(c[0], 0ms, "held back: billing: circuit open"));
+  CHECK(query_value(db(), "SELECT status || ' ' || attempts || ' ' || last_error || ' ' || "
+                          "(failing_since IS NOT NULL) FROM outbox_events WHERE id = " +
+                              std::to_string(id)) ==
+        "PENDING 0 held back: billing: circuit open true");
+  // The time budget runs from the first failure or hold, and a retry keeps that start.
+  exec("UPDATE outbox_events SET failing_since = now() - interval '90 seconds'");
+  auto again = a.claim("a", 1, 60s);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].failing_for >= 90s);
+  CHECK(again[0].failing_for < 100s);
+  REQUIRE(a.retry(again[0], 0ms, "billing: HTTP 503"));
+  auto third = a.claim("a", 1, 60s);
+  REQUIRE(third.size() == 1);
+  CHECK(third[0].attempts == 1);
+  CHECK(third[0].failing_for >= 90s);
+  // Given up without a call (held past its retryFor): dead, and the run is not counted.
+  REQUIRE(a.dead_letter(third[0], "MAX_RETRIES_EXCEEDED", "billing: circuit open", "PENDING",
+                        std::nullopt, false));
+  CHECK(query_value(db(), "SELECT status || ' ' || attempts FROM outbox_events WHERE id = " +
+                              std::to_string(id)) == "DEAD 1");
+}
+
+TEST_CASE_FIXTURE(fixture, "a dead letter is postponed and its lease extended only by its holder") {
+  add_event("4d");
+  auto c = a.claim("a", 1, 60s);
+  REQUIRE(a.dead_letter(c[0], "MAX_RETRIES_EXCEEDED", "billing: HTTP 503"));
+  persistence::dlq_repository dlq_a(conn_a, {});
+  persistence::dlq_repository dlq_b(conn_b, {});
+  auto d = dlq_a.claim("dlq-a", 10, 60s);
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].failing_for == 0ms);
+  auto stolen = d[0];
+  stolen.lease_token += 1000;
+  CHECK_FALSE(dlq_b.extend_lease(stolen, 60s));
+  CHECK_FALSE(dlq_b.postpone(stolen, 0ms, "held back"));
+  CHECK(dlq_a.extend_lease(d[0], 120s));
+  CHECK(query_value(db(), "SELECT lease_expires_at > now() + interval '100 seconds' FROM "
+                          "dead_letter_events") == "t");
+  REQUIRE(dlq_a.postpone(d[0], 0ms, "held back: shipping: circuit open"));
+  CHECK(query_value(db(), "SELECT status || ' ' || attempts || ' ' || revert_error || ' ' || "
+                          "(failing_since IS NOT NULL) FROM dead_letter_events") ==
+        "PENDING 0 held back: shipping: circuit open true");
+  auto again = dlq_a.claim("dlq-a", 10, 60s);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].attempts == 0);
+}
+
 TEST_CASE_FIXTURE(fixture, "a claim tells whether earlier runs of the event left result rows") {
   auto id = add_event("8");
   auto first = a.claim("a", 1, 60s);

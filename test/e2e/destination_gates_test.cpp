@@ -7,6 +7,7 @@
 #include "test/support/test_db.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <fstream>
@@ -129,6 +130,36 @@ TEST_CASE("an open circuit holds events back without calls and without spending 
   CHECK(f.p.output().find("destination inventory: circuit closed") != std::string::npos);
   CHECK(f.sql_number("SELECT count(*) FROM dead_letter_events") == 0);
   CHECK(f.p.process().running());
+}
+
+TEST_CASE("a compensation held back by an open circuit spends no retry of its dead letter") {
+  gated_fixture f("outboxd_e2e_gates_compensation",
+                  {"dlq.maxRetries=1", "http.routes.inventory.circuitBreaker.failureThreshold=1",
+                   "http.routes.inventory.circuitBreaker.openFor=1s",
+                   "http.routes.inventory.circuitBreaker.maxOpenFor=1s"},
+                  true);
+  std::atomic<bool> releases_work{false};
+  f.remote.handle([&](const partner::request& r) {
+    if (r.method == "DELETE") // the revert of the reservation
+      return releases_work ? answer{200, R"({"released":true})"} : unavailable;
+    if (r.path == "/fraud")
+      return answer{400, R"({"error":"refused"})"}; // for good: the order is compensated
+    return reserved;
+  });
+  auto id = f.p.create_order();
+  // The first revert fails and opens the circuit; the dead letter's next run is held.
+  REQUIRE(wait_until([&] { return f.circuit("inventory") == "open"; }, 15s));
+  releases_work = true;
+  // With dlq.maxRetries=1 a second failed run would leave the order in ATTENTION; the held run
+  // did not count, and the probe after the cool-down reverts.
+  CHECK(f.p.wait_status(id, "FAILED") == "FAILED");
+  auto deletes = 0;
+  for (const auto& r : f.remote.requests())
+    deletes += r.method == "DELETE";
+  CHECK(deletes == 2);
+  CHECK(query_value(f.conninfo, "SELECT status FROM dead_letter_events") == "PROCESSED");
+  CHECK(f.p.client().get("/api/outbox/stats").num("/destinations/inventory/held") >= 1);
+  CHECK(f.p.output().find("held back (inventory: circuit open)") != std::string::npos);
 }
 
 TEST_CASE("a hanging destination is cut at its deadline and its circuit opens") {

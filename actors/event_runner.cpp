@@ -147,18 +147,27 @@ lease_keeper event_runner::outbox_lease(const persistence::claimed_event& e) {
                         [this, &e, lease] { return repo()->extend_lease(e, lease); });
 }
 
-event_runner::gated_call event_runner::call_through_gate(const std::string& destination,
-                                                         const client::call_request& req,
-                                                         const lease_keeper& keep_lease) {
+compensation_result compensation_result::stopped(const not_called& why, std::string destination) {
+  compensation_result out;
+  out.what = why.held ? kind::held : kind::lease_lost;
+  if (why.held)
+    out.hold = *why.held;
+  out.destination = std::move(destination);
+  return out;
+}
+
+std::variant<client::call_result, not_called>
+event_runner::call_through_gate(const std::string& destination, const client::call_request& req,
+                                const lease_keeper& keep_lease) {
   auto pass = ctx_.gates->enter(destination, name_);
   if (auto* held = std::get_if<destination_gates::hold>(&pass))
-    return {std::nullopt, std::move(*held), false};
+    return not_called{std::move(*held)};
   auto& permit = std::get<destination_gates::permit>(pass);
   if (!keep_lease(req.timeout))
-    return {std::nullopt, std::nullopt, true}; // the permit is dropped unused
+    return not_called{}; // the permit is dropped unused
   auto result = caller_.call(req);
   permit.report(domain::classify(req.method, result.status));
-  return {std::move(result), std::nullopt, false};
+  return result;
 }
 
 void event_runner::record(const persistence::attempt_row& row) {
@@ -310,14 +319,10 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
       return;
     }
     auto step = call_step(e, i, name, payloads, previous, attempt, keep_lease);
-    if (step.lease_lost) {
-      log::warn(name_, "event {} {}: lease lost before {}; another worker owns it now", e.id,
-                e.event_type, name);
-      m().leases_lost.inc();
-      return;
-    }
-    if (step.held) // the steps before it are recorded: it resumes after them
-      return hold_back(e, domain::run_kind::fanout, name, *step.held);
+    if (step.not_made && step.not_made->held) // the steps before are recorded: it resumes there
+      return hold_back(e, domain::run_kind::fanout, name, *step.not_made->held);
+    if (step.not_made)
+      return lease_lost(e, ("call to " + name).c_str());
     if (domain::is_done(step.outcome) && i + 1 == names.size()) {
       last_row = std::move(step.row); // commits with the completion
       continue;
@@ -391,15 +396,15 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
     log::info(name_, "event {} {} {} {}: {} {}", e.id, e.event_type, e.aggregate_type,
               e.aggregate_id, skip ? "skipped" : "failed", choice.reason);
     if (skip)
-      return {row.outcome, {}, {}, {}, std::move(row), {}, false};
-    return {row.outcome, choice.reason, {}, {}, std::move(row), {}, false};
+      return {row.outcome, {}, {}, {}, std::move(row), {}};
+    return {row.outcome, choice.reason, {}, {}, std::move(row), {}};
   }
   auto url = domain::fill_url(choice.chosen->url, path_params);
   if (!url) {
     row.endpoint_url = choice.chosen->url;
     row.outcome = domain::attempt_outcome::non_retryable;
     row.error_message = url.err().message;
-    return {row.outcome, url.err().message, {}, {}, std::move(row), {}, false};
+    return {row.outcome, url.err().message, {}, {}, std::move(row), {}};
   }
   row.endpoint_url = url.value();
   client::call_request req;
@@ -421,13 +426,12 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
     row.request_payload_json = req.body;
   }
   auto call = call_through_gate(name, req, keep_lease);
-  if (!call.result) {
+  if (auto* why = std::get_if<not_called>(&call)) {
     step_result out;
-    out.held = std::move(call.held);
-    out.lease_lost = call.lease_lost;
+    out.not_made = std::move(*why);
     return out;
   }
-  const auto& result = *call.result;
+  const auto& result = std::get<client::call_result>(call);
   auto outcome = domain::classify(dest.method, result.status);
   fill_response(row, result, outcome);
   log::info(name_, "event {} {} {} {} → {} {} {} {} {}ms attempt {}", e.id, e.event_type,
@@ -436,12 +440,11 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
             attempt);
   if (outcome == domain::attempt_outcome::success) {
     auto response = row.response_payload_json;
-    return {outcome, {}, {}, std::move(response), std::move(row), {}, false};
+    return {outcome, {}, {}, std::move(response), std::move(row), {}};
   }
   auto error = *row.error_message;
   return {outcome, std::move(error), domain::parse_retry_after(result.retry_after, now_unix_ms()),
-          {},      std::move(row),   {},
-          false};
+          {},      std::move(row),   {}};
 }
 
 void event_runner::lease_lost(const persistence::claimed_event& e, const char* what) {
@@ -523,17 +526,13 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt,
   // Numbered after the event's own runs: an answer to this re-send is not the answer the run
   // that stopped here never got, so a transient one leaves the step uncertain.
   auto step = call_step(e, index, *name, payloads, previous, runs + attempt, keep_lease);
-  compensation_result out;
-  out.destination = *name;
-  if (step.lease_lost || step.held) {
-    out.what = step.held ? compensation_result::kind::held : compensation_result::kind::lease_lost;
-    if (step.held)
-      out.hold = std::move(*step.held);
-    return out;
-  }
+  if (step.not_made)
+    return compensation_result::stopped(*step.not_made, *name);
   record(step.row);
   if (step.outcome != domain::attempt_outcome::retryable)
     return std::nullopt; // applied (now reverted with the rest) or refused for good
+  compensation_result out;
+  out.destination = *name;
   out.what = compensation_result::kind::failed;
   out.failure = domain::attempt_outcome::retryable;
   out.error = *name + " (re-sent to settle an unanswered call): " + step.error;
@@ -631,14 +630,9 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
     if (!req.body.empty())
       row.request_payload_json = req.body;
     auto sent = call_through_gate(step.destination, req, keep_lease);
-    if (!sent.result) {
-      out.what =
-          sent.held ? compensation_result::kind::held : compensation_result::kind::lease_lost;
-      if (sent.held)
-        out.hold = std::move(*sent.held);
-      return out;
-    }
-    const auto& result = *sent.result;
+    if (auto* why = std::get_if<not_called>(&sent))
+      return compensation_result::stopped(*why, step.destination);
+    const auto& result = std::get<client::call_result>(sent);
     auto outcome = domain::classify(req.method, result.status);
     fill_response(row, result, outcome);
     record(row);

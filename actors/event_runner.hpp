@@ -31,6 +31,12 @@ lease_keeper renewing_lease(std::chrono::milliseconds lease,
                             std::chrono::steady_clock::time_point claimed_at,
                             std::function<bool()> renew);
 
+/// Why a call was not made: its destination's gate held the run back (`held`), or the run's
+/// lease was lost (no `held`).
+struct not_called {
+  std::optional<destination_gates::hold> held;
+};
+
 /// How a compensation (a run of reverts) ended.
 struct compensation_result {
   enum class kind { done, failed, held, interrupted, lease_lost };
@@ -42,6 +48,9 @@ struct compensation_result {
   std::optional<std::chrono::milliseconds> retry_after;
   destination_gates::hold hold; // for `held`
   int reverted = 0;
+
+  /// A compensation stopped before a call to `destination`.
+  static compensation_result stopped(const not_called& why, std::string destination);
 };
 
 class event_runner {
@@ -106,25 +115,20 @@ public:
   lease_keeper outbox_lease(const persistence::claimed_event& e);
 
 private:
-  /// How one forward call ended. `held` / `lease_lost`: no call was made and there is no row.
+  /// How one forward call ended; with `not_made`, no call was made and there is no row.
   struct step_result {
     domain::attempt_outcome outcome = domain::attempt_outcome::success;
     std::string error;
     std::optional<std::chrono::milliseconds> retry_after;
     std::optional<std::string> response_json; // of a success
     persistence::attempt_row row;             // the attempt, for the caller to record
-    std::optional<destination_gates::hold> held;
-    bool lease_lost = false;
+    std::optional<not_called> not_made;
   };
 
   /// A call through the destination's gate, after `keep_lease`: the result, or why none was made.
-  struct gated_call {
-    std::optional<client::call_result> result;
-    std::optional<destination_gates::hold> held;
-    bool lease_lost = false;
-  };
-  gated_call call_through_gate(const std::string& destination, const client::call_request& req,
-                               const lease_keeper& keep_lease);
+  std::variant<client::call_result, not_called> call_through_gate(const std::string& destination,
+                                                                  const client::call_request& req,
+                                                                  const lease_keeper& keep_lease);
 
   /// Calls destination `name` (position `index` of the fan-out) of event `e` with its
   /// Idempotency-Key; the caller records the returned row.

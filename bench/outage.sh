@@ -103,6 +103,11 @@ own_sets() {
 set_args() { for s in "$@"; do printf -- '--set\n%s\n' "$s"; done; }
 
 proxy() { curl -fsS -X "$1" "$PROXY_CTL$2"; }
+# switch MODE: the proxy's new mode; prints the moment it took effect (epoch seconds, the proxy's
+# own clock reading, so the time curl and the shell take is not part of any window).
+switch() {
+  proxy PUT "/mode/$1" | "$PYTHON" -c 'import json, sys; print(repr(json.load(sys.stdin)["at"]))'
+}
 
 # unfinished_before EPOCH: events (and their dead letters) of orders that arrived before EPOCH and
 # are still PENDING or PROCESSING.
@@ -166,6 +171,11 @@ SELECT json_build_object(
       'p99_ms', round((percentile_disc(0.99) WITHIN GROUP (ORDER BY ms) FILTER (WHERE status = 'PROCESSED'))::numeric, 1),
       'max_ms', round((max(ms) FILTER (WHERE status = 'PROCESSED'))::numeric, 1))
     FROM lat WHERE created_at >= $t2),
+  'after_recovery_by_5s', (SELECT json_agg(json_build_object('from_s', k * 5, 'orders', n, 'p99_ms', p99, 'max_ms', mx) ORDER BY k)
+    FROM (SELECT floor(extract(epoch FROM created_at - $t2) / 5)::int AS k, count(*) AS n,
+                 round((percentile_disc(0.99) WITHIN GROUP (ORDER BY ms))::numeric, 1) AS p99,
+                 round(max(ms)::numeric, 1) AS mx
+          FROM lat WHERE created_at >= $t2 AND status = 'PROCESSED' GROUP BY 1) x),
   'outage_orders', (SELECT json_build_object(
       'orders', count(*), 'not_processed', count(*) FILTER (WHERE status <> 'PROCESSED'),
       'p50_ms', round((percentile_disc(0.5) WITHIN GROUP (ORDER BY ms) FILTER (WHERE status = 'PROCESSED'))::numeric, 1),
@@ -219,14 +229,13 @@ run_variant() {
 
   log "variant $name: ${NORMAL}s normal at $RATE orders/s"
   sleep "$NORMAL"
-  # each moment is taken once the proxy has the new mode in effect
-  proxy PUT /mode/refuse >/dev/null; t_down=$(now)
+  t_down=$(switch refuse)
   log "variant $name: billing refuses connections for ${REFUSE}s"
   sleep "$REFUSE"
-  proxy PUT /mode/hang >/dev/null; t_hang=$(now)
+  t_hang=$(switch hang)
   log "variant $name: billing accepts and never answers for ${HANG}s"
   sleep "$HANG"
-  proxy PUT /mode/pass >/dev/null; t_recover=$(now)
+  t_recover=$(switch pass)
   log "variant $name: billing answers again; orders go on for at least ${AFTER}s and until the backlog is drained (at most ${CAP}s)"
 
   waited=0
@@ -253,6 +262,11 @@ run_variant() {
   stop_pid "$PROXY_PID"; PROXY_PID=
 
   measure "$t_down" "$t_hang" "$t_recover" >"$WORK/measure-$name.json"
+  # every billing attempt, for a look afterwards (BENCH_KEEP=1 keeps the folder)
+  q bench "COPY (SELECT id, event_id, attempt, outcome, published_at - coalesce(duration_ms, 0) * interval '1 ms' AS started,
+                        published_at, duration_ms, endpoint_url, error_message
+                 FROM aggregate_results WHERE destination LIKE 'billing%' ORDER BY id) TO STDOUT WITH CSV HEADER" \
+    >"$WORK/billing-$name.csv"
   "$PYTHON" - "$WORK" "$name" "$t_start" "$t_down" "$t_hang" "$t_recover" "$t_stop" "$sets" <<'EOF'
 import json, sys
 work, name, t_start, t_down, t_hang, t_recover, t_stop, sets = sys.argv[1:]
@@ -261,6 +275,8 @@ stats = json.load(open(f"{work}/proxy-{name}.json"))
 m["proxy"] = stats["by_mode"]
 m["poster"] = json.load(open(f"{work}/poster-{name}.json"))
 m["sets"] = sets.split()
+m["timeline_epoch"] = {"start": float(t_start), "down": float(t_down), "hang": float(t_hang),
+                       "recover": float(t_recover), "stop": float(t_stop)}
 m["timeline_s"] = {"normal": round(float(t_down) - float(t_start), 1),
                    "refused": round(float(t_hang) - float(t_down), 1),
                    "hanging": round(float(t_recover) - float(t_hang), 1),

@@ -12,7 +12,8 @@ Every switch closes the connections accepted before it (a caller sees its connec
 kept-alive connection cannot carry traffic from one mode into the next.
 
 The control port speaks HTTP on 127.0.0.1:
-  PUT /mode/<pass|refuse|hang>   switch; answers once the new mode is in effect
+  PUT /mode/<pass|refuse|hang>   switch; answers once the new mode is in effect, with "at": the
+                                 moment it took effect (seconds since the epoch)
   GET /stats                     {"mode", "by_mode": {mode: {"connections", "requests"}}, "switches"}
 Requests are counted by reading the client's bytes as HTTP/1.1 (Content-Length or chunked bodies).
 One log line per switch on stderr.
@@ -87,6 +88,7 @@ class Proxy:
         self.listener = None
         self.applied = threading.Condition(self.lock)
         self.applied_generation = 0  # the last generation the accept loop has put into effect
+        self.listener_changed_at = {}  # generation -> when the loop opened or closed the listener
 
     # --- mode changes ----------------------------------------------------------------------------
 
@@ -97,7 +99,7 @@ class Proxy:
             self.generation += 1
             doomed = list(self.conns)
             self.conns.clear()
-            self.switches.append({"at": time.time(), "from": old, "to": mode})
+            switched_at = time.time()  # from here new connections get the new mode
             gen = self.generation
         for s in doomed:
             close(s)
@@ -105,7 +107,11 @@ class Proxy:
         with self.lock:
             if not self.applied.wait_for(lambda: self.applied_generation >= gen, 5):
                 raise RuntimeError("the accept loop did not apply the switch")
+            # when the listening socket had to be opened or closed, the switch took effect then
+            at = max(switched_at, self.listener_changed_at.get(gen, 0.0))
+            self.switches.append({"at": at, "from": old, "to": mode})
         log(f"mode {old} -> {mode} (closed {len(doomed)} sockets)")
+        return at
 
     # --- accept loop (owns the listening socket) -------------------------------------------------
 
@@ -118,10 +124,12 @@ class Proxy:
             if want and self.listener is None:
                 self.listener = self.bind()
                 sel.register(self.listener, selectors.EVENT_READ)
+                self.listener_changed_at[gen] = time.time()
             elif not want and self.listener is not None:
                 sel.unregister(self.listener)
                 self.listener.close()  # pending connections in the backlog get a reset
                 self.listener = None
+                self.listener_changed_at[gen] = time.time()
             with self.lock:
                 self.applied_generation = gen
                 self.applied.notify_all()
@@ -256,8 +264,8 @@ def control_server(proxy, port):
         def do_PUT(self):
             parts = self.path.strip("/").split("/")
             if len(parts) == 2 and parts[0] == "mode" and parts[1] in MODES:
-                proxy.set_mode(parts[1])
-                self.answer(200, {"mode": parts[1]})
+                at = proxy.set_mode(parts[1])
+                self.answer(200, {"mode": parts[1], "at": at})
             else:
                 self.answer(404, {"error": "PUT /mode/pass|refuse|hang"})
 

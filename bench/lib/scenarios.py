@@ -18,6 +18,7 @@ the --set options that point a destination elsewhere, and the two reports. Stand
 """
 import http.client
 import json
+import re
 import signal
 import sys
 import threading
@@ -212,6 +213,7 @@ def outage_report(raw_path, json_path, md_path):
         table = [
             ("orders posted", lambda n: g(n, "poster", "orders_created")),
             ("orders FAILED or ATTENTION (target 0)", lambda n: g(n, "orders", "failed_or_attention")),
+            ("… FAILED / ATTENTION", lambda n: f"{fmt(g(n, 'orders', 'by_status', 'FAILED') or 0)} / {fmt(g(n, 'orders', 'by_status', 'ATTENTION') or 0)}"),
             ("orders not finished at the end", lambda n: g(n, "orders", "unfinished")),
             ("events dead-lettered", lambda n: g(n, "events", "dead")),
             ("billing attempt rows, outage window", lambda n: g(n, "billing_outage", "rows")),
@@ -223,18 +225,33 @@ def outage_report(raw_path, json_path, md_path):
             ("… commit → CONFIRMED p50", lambda n: fmt(g(n, "after_recovery", "p50_ms"), " ms")),
             ("… commit → CONFIRMED p99", lambda n: fmt(g(n, "after_recovery", "p99_ms"), " ms")),
             ("… commit → CONFIRMED max", lambda n: fmt(g(n, "after_recovery", "max_ms"), " ms")),
-            ("outage orders: commit → CONFIRMED p99", lambda n: fmt(g(n, "outage_orders", "p99_ms"), " ms")),
+            ("orders during the outage: commit → CONFIRMED p99", lambda n: fmt(g(n, "outage_orders", "p99_ms"), " ms")),
+            ("orders before the outage: commit → CONFIRMED p99", lambda n: fmt(g(n, "before_outage", "p99_ms"), " ms")),
         ]
         lines += ["", "| measure | " + " | ".join(ran) + " |", "|---" * (len(ran) + 1) + "|"]
         for label, get in table:
             lines.append(f"| {label} | " + " | ".join(fmt(get(n)) for n in ran) + " |")
+        lines += ["", "Commit → CONFIRMED p99 of the orders created in each 5 s after the recovery:", ""]
+        for n in ran:
+            b = g(n, "after_recovery_by_5s") or []
+            lines.append(f"- {n}: " + (", ".join(f"{x['from_s']}-{x['from_s'] + 5} s {fmt(x['p99_ms'])} ms"
+                                                  for x in b[:8]) or "none"))
         lines += ["", "Billing attempts in the outage window by outcome and error:", ""]
         for n in ran:
-            errs = g(n, "billing_outage", "by_error") or []
-            lines.append(f"- {n}: " + ("; ".join(f"{e['n']}× {e['outcome']} `{e['error']}`" for e in errs) or "none"))
+            errs = error_groups(g(n, "billing_outage", "by_error") or [])
+            lines.append(f"- {n}: " + ("; ".join(f"{c}× {o} `{e}`" for (o, e), c in errs) or "none"))
     lines += ["", "Settings: `" + json.dumps(s, sort_keys=True) + "`", ""]
     with open(md_path, "w") as f:
         f.write("\n".join(lines))
+
+
+def error_groups(rows):
+    """Attempt rows grouped by outcome and error text with every number as N (ports, ms)."""
+    groups = {}
+    for e in rows:
+        key = (e["outcome"], re.sub(r"[0-9]+", "N", e["error"]).strip() or "(no error)")
+        groups[key] = groups.get(key, 0) + e["n"]
+    return sorted(groups.items(), key=lambda kv: -kv[1])
 
 
 def outage_line(path):

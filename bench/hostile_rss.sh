@@ -36,7 +36,7 @@ done
 case "$mode" in
   full)  d_seconds=30 d_orders=3000 d_kinds="fast chunked trickle" ;;
   quick) d_seconds=10 d_orders=1000 d_kinds="fast chunked trickle" ;;
-  smoke) d_seconds=3  d_orders=40   d_kinds="fast" ;;
+  smoke) d_seconds=3  d_orders=100  d_kinds="fast" ;;
 esac
 SECONDS_EACH=${BENCH_HOSTILE_SECONDS:-$d_seconds} # each run drains for this long (or until done)
 DRAIN_ORDERS=${BENCH_HOSTILE_ORDERS:-$d_orders}   # the backlog every run starts from
@@ -165,7 +165,7 @@ tool meta "$RAW" mode="$mode" date="$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
   versions.commit="$commit" versions.outboxd="binary sha256 $(sha256sum "$OUTBOXD" | cut -c1-12)" \
   versions.postgresql="$(q postgres 'SHOW server_version')" versions.cpus="$(nproc)" \
   versions.cpu_model="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)" \
-  versions.kernel="$(uname -r)" settings.seconds="$SECONDS_EACH" settings.orders="$DRAIN_ORDERS" \
+  versions.kernel="$(uname -r)" versions.load_average="$(cut -d' ' -f1-3 /proc/loadavg)" settings.seconds="$SECONDS_EACH" settings.orders="$DRAIN_ORDERS" \
   settings.kinds="\"$KINDS\"" settings.gigabytes="$GIGABYTES" settings.pool="$POOL" \
   settings.interval_s="$INTERVAL" settings.extra_sets="\"$EXTRA_SETS\""
 

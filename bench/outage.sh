@@ -305,7 +305,7 @@ tool meta "$RAW" mode="$mode" date="$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
   versions.commit="$commit" versions.outboxd="binary sha256 $(sha256sum "$OUTBOXD" | cut -c1-12)" \
   versions.postgresql="$(q postgres 'SHOW server_version')" versions.cpus="$(nproc)" \
   versions.cpu_model="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)" \
-  versions.kernel="$(uname -r)" settings.breaker_keys="$BREAKERS" \
+  versions.kernel="$(uname -r)" versions.load_average="$(cut -d' ' -f1-3 /proc/loadavg)" settings.breaker_keys="$BREAKERS" \
   settings.rate="$RATE" settings.clients="$CLIENTS" settings.normal_s="$NORMAL" settings.refuse_s="$REFUSE" \
   settings.hang_s="$HANG" settings.after_s="$AFTER" settings.cap_s="$CAP" settings.settle_s="$SETTLE" \
   settings.pool_size="\"${POOL:-shipped default}\"" settings.common_sets="\"$COMMON_SETS\"" \

@@ -174,7 +174,8 @@ def versions_line(meta):
     v = meta.get("versions", {})
     return (f"outboxd {v.get('outboxd', '?')} (commit {v.get('commit', '?')}), PostgreSQL "
             f"{v.get('postgresql', '?')}, {v.get('cpus', '?')} CPUs ({v.get('cpu_model', '?')}), "
-            f"kernel {v.get('kernel', '?')}.")
+            f"kernel {v.get('kernel', '?')}" + (f", load average {v['load_average']} at the start"
+                                                  if v.get("load_average") else "") + ".")
 
 
 def outage_report(raw_path, json_path, md_path):
@@ -297,7 +298,7 @@ def hostile_report(raw_path, json_path, md_path):
         lines.append(
             f"| {name} | {fmt(dig(v, 'server', 'requests'))} | {fmt(dig(v, 'server', 'max_in_flight'))} | "
             f"{fmt(dig(v, 'db', 'truncated'))} / {fmt(dig(v, 'db', 'attempts'))} | "
-            f"{fmt(dig(v, 'db', 'largest_body_bytes'))} B | {fmt(dig(v, 'rss', 'rss_peak_sampled_mb'), ' MB')} | "
+            f"{fmt(dig(v, 'db', 'largest_body_bytes'), ' B')} | {fmt(dig(v, 'rss', 'rss_peak_sampled_mb'), ' MB')} | "
             f"{fmt(dig(v, 'rss', 'vm_hwm_mb'), ' MB')} | {fmt(dig(v, 'db', 'orders_done'))} |")
     ok = result["target_rss_le_100mb"]
     lines += ["", f"Peak RSS under hostile answers {fmt(result['rss_peak_hostile_mb'], ' MB')} "

@@ -69,6 +69,7 @@ stop_run_helpers() {
 }
 on_exit() {
   local status=$?
+  set +e # (exit "$status") below hands the status to cleanup; with errexit it would end the trap
   stop_run_helpers
   (exit "$status")
   cleanup
@@ -109,8 +110,10 @@ run() {
   fi
   log "run $name: $DRAIN_ORDERS orders, poolSize $POOL, every route at $base, ${SECONDS_EACH}s at most"
   start_outboxd bench --set simulator.baseUrl="$base" --set outbox.poolSize="$POOL" "${extra[@]}"
-  "$PYTHON" "$BENCH/lib/scenarios.py" rss "$OUTBOXD_PID" "$INTERVAL" "$WORK/rss-$name.json" &
+  "$PYTHON" "$BENCH/lib/scenarios.py" rss "$OUTBOXD_PID" "$INTERVAL" "$WORK/rss-$name.json" \
+    2>>"$WORK/logs/rss.log" &
   SAMPLER_PID=$!
+  wait_file "$WORK/rss-$name.json" "$SAMPLER_PID" "RSS sampler"
   t_end=$(( $(date +%s) + SECONDS_EACH ))
   while [[ $(date +%s) -lt $t_end ]]; do
     sleep 0.5

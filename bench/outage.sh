@@ -80,6 +80,7 @@ stop_variant_helpers() {
 }
 on_exit() {
   local status=$?
+  set +e # (exit "$status") below hands the status to cleanup; with errexit it would end the trap
   stop_variant_helpers
   (exit "$status")
   cleanup
@@ -226,6 +227,7 @@ run_variant() {
   "$PYTHON" "$BENCH/lib/scenarios.py" post "$OUTBOXD_URL" "$RATE" "$CLIENTS" "$WORK/poster-$name.json" \
     2>>"$WORK/logs/poster.log" &
   POSTER_PID=$!
+  wait_file "$WORK/poster-$name.json" "$POSTER_PID" "order poster"
 
   log "variant $name: ${NORMAL}s normal at $RATE orders/s"
   sleep "$NORMAL"

@@ -16,8 +16,8 @@ the --set options that point a destination elsewhere, and the two reports. Stand
   scenarios.py hostile-report RAW JSON MD      bench/hostile_rss.sh's report
   scenarios.py check JSON KEY...               exit 0 only when JSON has every KEY (a.b = nested)
 """
-import http.client
 import json
+import os
 import re
 import signal
 import sys
@@ -33,6 +33,14 @@ def stop_on_term():
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, lambda *_: stop.set())
     return stop
+
+
+def write_json(path, value):
+    """Replaces PATH atomically: a reader never sees half a file."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f)
+    os.replace(tmp, path)
 
 
 # --- route-sets ----------------------------------------------------------------------------------
@@ -62,13 +70,15 @@ def route_sets(config_path, dest, old, new):
 # --- post ----------------------------------------------------------------------------------------
 
 def post(url, rate, clients, out_path):
+    stop = stop_on_term()
+    import http.client  # after the handlers: a SIGTERM during start-up still ends in a summary
     rate, clients = float(rate), int(clients)
     target = urlsplit(url)
-    stop = stop_on_term()
     lock = threading.Lock()
     state = {"next": 0, "created": 0, "refused": 0, "errors": 0, "late": 0, "max_ms": 0.0}
     start = time.monotonic()
     started_at = time.time()
+    write_json(out_path, {"orders_created": 0, "running": True, "started_at": started_at})
 
     def client():
         conn = None
@@ -112,8 +122,7 @@ def post(url, rate, clients, out_path):
                "max_post_ms": round(state["max_ms"], 1), "seconds": round(seconds, 3),
                "rate_asked": rate, "rate_made": round(state["created"] / seconds, 2) if seconds else None,
                "started_at": started_at}
-    with open(out_path, "w") as f:
-        json.dump(summary, f)
+    write_json(out_path, summary)
 
 
 # --- rss -----------------------------------------------------------------------------------------
@@ -129,9 +138,18 @@ def read_status(pid):
 
 
 def rss(pid, interval, out_path):
+    """The summary is rewritten after every sample, so it is there whenever the sampler ends."""
     stop = stop_on_term()
     samples = []
     hwm = None
+    r = lambda x: None if x is None else round(x, 1)
+
+    def summary():
+        return {"samples": len(samples), "interval_s": float(interval),
+                "rss_peak_sampled_mb": r(max(samples) if samples else None),
+                "rss_first_mb": r(samples[0] if samples else None),
+                "rss_last_mb": r(samples[-1] if samples else None), "vm_hwm_mb": r(hwm)}
+
     while True:
         try:
             v = read_status(pid)
@@ -139,19 +157,14 @@ def rss(pid, interval, out_path):
             break
         samples.append(v.get("VmRSS", 0.0))
         hwm = v.get("VmHWM", hwm)
+        write_json(out_path, summary())
         if stop.wait(float(interval)):
             break
     try:
         hwm = read_status(pid).get("VmHWM", hwm)
     except OSError:
         pass
-    r = lambda x: None if x is None else round(x, 1)
-    summary = {"samples": len(samples), "interval_s": float(interval),
-               "rss_peak_sampled_mb": r(max(samples) if samples else None),
-               "rss_first_mb": r(samples[0] if samples else None),
-               "rss_last_mb": r(samples[-1] if samples else None), "vm_hwm_mb": r(hwm)}
-    with open(out_path, "w") as f:
-        json.dump(summary, f)
+    write_json(out_path, summary())
 
 
 # --- reports -------------------------------------------------------------------------------------

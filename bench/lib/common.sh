@@ -72,6 +72,17 @@ wait_http() {
   die "$3 did not answer $1 within 60 s; see $WORK/logs/$3.log"
 }
 
+# wait_file FILE PID NAME: until FILE exists (a helper writes it once it runs; 30 s), failing early
+# when PID exits.
+wait_file() {
+  for _ in $(seq 300); do
+    [[ -f "$1" ]] && return 0
+    kill -0 "$2" 2>/dev/null || die "$3 exited during start-up"
+    sleep 0.1
+  done
+  die "$3 did not start within 30 s"
+}
+
 # Peak (VmHWM) or current (VmRSS) resident set size of PID in MB.
 rss_mb() { awk -v f="$2:" '$1 == f { printf "%.1f\n", $2 / 1024 }' "/proc/$1/status"; }
 

@@ -62,11 +62,11 @@ destination_gates::permit::~permit() {
     owner_->finish(*gate_, probe_, std::nullopt);
 }
 
-void destination_gates::permit::report(domain::attempt_outcome outcome) {
+bool destination_gates::permit::report(domain::attempt_outcome outcome) {
   if (!gate_ || reported_)
-    return;
+    return false;
   reported_ = true;
-  owner_->finish(*gate_, probe_, outcome);
+  return owner_->finish(*gate_, probe_, outcome) == domain::breaker_state::closed;
 }
 
 std::variant<destination_gates::permit, destination_gates::hold>
@@ -118,21 +118,21 @@ destination_gates::enter(const std::string& name, const std::string& who) {
   return permit(this, &g, admission.probe);
 }
 
-void destination_gates::finish(gate& g, bool probe,
-                               std::optional<domain::attempt_outcome> outcome) {
+std::optional<domain::breaker_state>
+destination_gates::finish(gate& g, bool probe, std::optional<domain::attempt_outcome> outcome) {
   std::unique_lock lock(g.mutex);
   --g.in_flight;
   g.slot_freed.notify_one();
   if (!outcome) {
     if (probe)
       g.breaker.abandon_probe();
-    return;
+    return std::nullopt;
   }
   auto now = clock::now();
   bool failed = *outcome == domain::attempt_outcome::retryable;
   auto changed = g.breaker.report(failed, probe, now);
   if (!changed)
-    return;
+    return std::nullopt;
   auto to = std::string(domain::to_string(*changed));
   auto cool_down = g.breaker.cool_down();
   lock.unlock();
@@ -148,6 +148,7 @@ void destination_gates::finish(gate& g, bool probe,
               "destination {}: circuit open for {} after {} failed calls in a row; its events "
               "wait without spending retries",
               g.name, duration_text(cool_down), g.threshold);
+  return changed;
 }
 
 std::vector<domain::destination_health> destination_gates::health() const {

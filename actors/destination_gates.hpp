@@ -38,7 +38,8 @@ public:
     permit(permit&& other) noexcept;
     permit& operator=(permit&&) = delete;
     ~permit();
-    void report(domain::attempt_outcome outcome);
+    /// Reports the call's outcome; true when it closed the circuit (a probe succeeded).
+    bool report(domain::attempt_outcome outcome);
 
   private:
     friend class destination_gates;
@@ -64,7 +65,10 @@ public:
   std::vector<domain::destination_health> health() const;
 
 private:
-  void finish(gate& g, bool probe, std::optional<domain::attempt_outcome> outcome);
+  /// The call of a permit ended (`outcome`), or was never made; the state it moved the circuit
+  /// to, if it did.
+  std::optional<domain::breaker_state> finish(gate& g, bool probe,
+                                              std::optional<domain::attempt_outcome> outcome);
 
   std::map<std::string, std::unique_ptr<gate>, std::less<>> gates_;
 };

@@ -143,7 +143,7 @@ void dlq_work::compensate(const item& d) {
         runner_->after_hold(domain::run_kind::compensation, r.destination, d.failing_for, r.hold);
     if (decision.give_up)
       return carry_out(d, *decision.give_up, r.destination + ".revert: " + r.hold.reason);
-    if (repo()->postpone(d, decision.delay, "held back: " + r.hold.reason))
+    if (repo()->postpone(d, decision.delay, held_error(r.hold.reason)))
       log::info(tag_, "dead letter {}: held back ({}), due again in {}ms; no retry spent", d.id,
                 r.hold.reason, decision.delay.count());
     return;

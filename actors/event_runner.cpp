@@ -166,7 +166,11 @@ event_runner::call_through_gate(const std::string& destination, const client::ca
   if (!keep_lease(req.timeout))
     return not_called{}; // the permit is dropped unused
   auto result = caller_.call(req);
-  permit.report(domain::classify(req.method, result.status));
+  if (permit.report(domain::classify(req.method, result.status))) {
+    // The probe closed the circuit: what it held back need not wait out its delay.
+    auto woken = repo()->make_held_due(held_prefix(destination));
+    log::info(name_, "destination {}: {} held run(s) due now", destination, woken);
+  }
   return result;
 }
 
@@ -265,7 +269,7 @@ void event_runner::hold_back(const persistence::claimed_event& e, domain::run_ki
   auto decision = after_hold(run, destination, e.failing_for, hold);
   if (decision.give_up)
     return carry_out(e, *decision.give_up, hold.reason, false, false);
-  if (!repo()->postpone(e, decision.delay, "held back: " + hold.reason))
+  if (!repo()->postpone(e, decision.delay, held_error(hold.reason)))
     return lease_lost(e, "hold");
   log::info(name_, "event {} {} {} {}: held back ({}), due again in {}ms; no retry spent", e.id,
             e.event_type, e.aggregate_type, e.aggregate_id, hold.reason, decision.delay.count());

@@ -31,6 +31,15 @@ lease_keeper renewing_lease(std::chrono::milliseconds lease,
                             std::chrono::steady_clock::time_point claimed_at,
                             std::function<bool()> renew);
 
+/// The last_error of a run held back for `reason` (a gate's reason, "<destination>: ...").
+inline std::string held_error(const std::string& reason) {
+  return "held back: " + reason;
+}
+/// How every held_error() of `destination`'s gate starts.
+inline std::string held_prefix(const std::string& destination) {
+  return held_error(destination + ":");
+}
+
 /// Why a call was not made: its destination's gate held the run back (`held`), or the run's
 /// lease was lost (no `held`).
 struct not_called {

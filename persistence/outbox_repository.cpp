@@ -76,6 +76,16 @@ constexpr const char* reverted_sql = R"sql(
 SELECT DISTINCT left(destination, -7) FROM aggregate_results
  WHERE event_id = $1 AND outcome = 'success' AND destination LIKE '%.revert')sql";
 
+// Both queues: an event and a dead letter held back by the same destination.
+constexpr const char* held_due_sql = R"sql(
+WITH events AS (UPDATE outbox_events SET next_retry_at = now()
+                 WHERE status = 'PENDING' AND next_retry_at > now()
+                   AND starts_with(last_error, $1) RETURNING 1),
+letters AS (UPDATE dead_letter_events SET next_retry_at = now()
+             WHERE status = 'PENDING' AND next_retry_at > now()
+               AND starts_with(revert_error, $1) RETURNING 1)
+SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM letters))sql";
+
 constexpr const char* extend_sql = R"sql(
 UPDATE outbox_events SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
  WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
@@ -207,6 +217,7 @@ outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks
   conn_.prepare("outbox_extend", extend_sql);
   conn_.prepare("outbox_retry", retry_sql);
   conn_.prepare("outbox_postpone", postpone_sql);
+  conn_.prepare("outbox_held_due", held_due_sql);
   conn_.prepare("outbox_step_states", step_states_sql);
   conn_.prepare("outbox_body", body_sql);
   conn_.prepare("outbox_release", release_sql);
@@ -355,6 +366,11 @@ bool outbox_repository::postpone(const claimed_event& e, std::chrono::millisecon
   return tx.exec_prepared("outbox_postpone", e.id, e.lease_token,
                           static_cast<long long>(delay.count()), why)
              .affected_rows() == 1;
+}
+
+long long outbox_repository::make_held_due(const std::string& held_prefix) {
+  pqxx::nontransaction tx(conn_);
+  return tx.exec_prepared1("outbox_held_due", held_prefix)[0].as<long long>();
 }
 
 bool outbox_repository::dead_letter(const claimed_event& e, const std::string& reason,

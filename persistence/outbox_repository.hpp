@@ -130,6 +130,9 @@ public:
   /// Held back without a call (circuit open, a limit reached): PENDING, due after `delay`,
   /// attempts unchanged, `why` as last_error; false when the lease was lost.
   bool postpone(const claimed_event& e, std::chrono::milliseconds delay, const std::string& why);
+  /// Every PENDING event and dead letter whose last error starts with `held_prefix` (runs held
+  /// back by a destination whose circuit has just closed) is due now; how many.
+  long long make_held_due(const std::string& held_prefix);
   /// Hands an unstarted (or abandoned) claim back: PENDING, attempts unchanged, due now.
   bool release(const claimed_event& e);
 

@@ -128,6 +128,7 @@ TEST_CASE("an open circuit holds events back without calls and without spending 
     CHECK(f.p.wait_status(id, "CONFIRMED") == "CONFIRMED");
   CHECK(f.circuit("inventory") == "closed");
   CHECK(f.p.output().find("destination inventory: circuit closed") != std::string::npos);
+  CHECK(f.p.output().find("held run(s) due now") != std::string::npos);
   CHECK(f.sql_number("SELECT count(*) FROM dead_letter_events") == 0);
   CHECK(f.p.process().running());
 }

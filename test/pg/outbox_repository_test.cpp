@@ -222,6 +222,36 @@ TEST_CASE_FIXTURE(fixture, "a held-back event keeps its attempts; its time budge
                               std::to_string(id)) == "DEAD 1");
 }
 
+TEST_CASE_FIXTURE(fixture, "runs held back by a destination are made due at once when it is back") {
+  auto billing = add_event("5h");
+  auto shipping = add_event("6h");
+  auto failed = add_event("7h");
+  auto c = a.claim("a", 3, 60s);
+  REQUIRE(c.size() == 3);
+  REQUIRE(a.postpone(c[0], 3600s, "held back: billing: circuit open"));
+  REQUIRE(a.postpone(c[1], 3600s, "held back: shipping: circuit open"));
+  REQUIRE(a.retry(c[2], 3600s, "billing: HTTP 503")); // failed, not held: keeps its backoff
+  add_event("8h"); // dead-lettered, then its compensation held back by billing too
+  auto d = a.claim("a", 1, 60s);
+  REQUIRE(d.size() == 1);
+  REQUIRE(a.dead_letter(d[0], "MAX_RETRIES_EXCEEDED", "billing: HTTP 503"));
+  persistence::dlq_repository dlq(conn_a, {});
+  auto letter = dlq.claim("dlq", 1, 60s);
+  REQUIRE(letter.size() == 1);
+  REQUIRE(dlq.postpone(letter[0], 3600s, "held back: billing: maxConcurrency 1 calls in flight"));
+
+  CHECK(b.make_held_due("held back: billing:") == 2);
+  auto due = [](long long id) {
+    return query_value(db(), "SELECT next_retry_at <= now() FROM outbox_events WHERE id = " +
+                                 std::to_string(id));
+  };
+  CHECK(due(billing) == "t");
+  CHECK(due(shipping) == "f");
+  CHECK(due(failed) == "f");
+  CHECK(query_value(db(), "SELECT next_retry_at <= now() FROM dead_letter_events") == "t");
+  CHECK(b.make_held_due("held back: billing:") == 0); // nothing left to wake
+}
+
 TEST_CASE_FIXTURE(fixture, "a dead letter is postponed and its lease extended only by its holder") {
   add_event("4d");
   auto c = a.claim("a", 1, 60s);

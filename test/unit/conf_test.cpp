@@ -120,7 +120,7 @@ TEST_CASE("the shipped configuration loads with no errors") {
   CHECK(billing.breaker.enabled);
   CHECK(billing.breaker.failure_threshold == 5);
   CHECK(billing.breaker.open_for == 5s);
-  CHECK(billing.breaker.max_open_for == 60s);
+  CHECK(billing.breaker.max_open_for == 30s);
   CHECK(billing.max_concurrency == 0);
   CHECK(billing.rate_per_second == 0);
   CHECK_FALSE(billing.max_retries.has_value());
@@ -1076,14 +1076,14 @@ TEST_CASE("circuit breaker, limits and retry budget per destination") {
   auto r = load_with(
       {"http.routes.billing.circuitBreaker.failureThreshold=2",
        "http.routes.billing.circuitBreaker.openFor=1s",
-       "http.routes.billing.circuitBreaker.maxOpenFor=30s", "http.routes.billing.maxConcurrency=4",
+       "http.routes.billing.circuitBreaker.maxOpenFor=45s", "http.routes.billing.maxConcurrency=4",
        "http.routes.billing.ratePerSecond=2.5", "http.routes.billing.maxRetries=100",
        "http.routes.billing.retryFor=2h", "http.routes.shipping.circuitBreaker.enabled=false"});
   const auto& s = loaded(r);
   const auto& billing = s.http.destinations.at("billing");
   CHECK(billing.breaker.failure_threshold == 2);
   CHECK(billing.breaker.open_for == 1s);
-  CHECK(billing.breaker.max_open_for == 30s);
+  CHECK(billing.breaker.max_open_for == 45s);
   CHECK(billing.max_concurrency == 4);
   CHECK(billing.rate_per_second == 2.5);
   CHECK(billing.max_retries == 100);

@@ -82,8 +82,8 @@ struct tls_options {
 struct breaker_settings {
   bool enabled = true;
   int failure_threshold = 5;                     // failed calls in a row that open the circuit
-  std::chrono::milliseconds open_for{5000};      // the first cool-down before a probe
-  std::chrono::milliseconds max_open_for{30000}; // each failed probe doubles it, up to this
+  std::chrono::milliseconds open_for{2000};      // the first cool-down before a probe
+  std::chrono::milliseconds max_open_for{10000}; // each failed probe doubles it, up to this
 };
 
 /// A named destination of the fan-out (e.g. `billing`).

@@ -168,7 +168,8 @@ TEST_CASE("a hanging destination is cut at its deadline and its circuit opens") 
                   {"outbox.poolSize=2", "outbox.maxRetries=20",
                    "http.routes.inventory.timeout=300ms",
                    "http.routes.inventory.circuitBreaker.failureThreshold=2",
-                   "http.routes.inventory.circuitBreaker.openFor=30s"});
+                   "http.routes.inventory.circuitBreaker.openFor=30s",
+                   "http.routes.inventory.circuitBreaker.maxOpenFor=30s"});
   f.remote.set_mode(partner::mode::hang);
   auto ids = f.create_orders(4);
   REQUIRE(wait_until([&] { return f.circuit("inventory") == "open"; }, 15s));

@@ -119,8 +119,8 @@ TEST_CASE("the shipped configuration loads with no errors") {
   const auto& billing = s.http.destinations.at("billing");
   CHECK(billing.breaker.enabled);
   CHECK(billing.breaker.failure_threshold == 5);
-  CHECK(billing.breaker.open_for == 5s);
-  CHECK(billing.breaker.max_open_for == 30s);
+  CHECK(billing.breaker.open_for == 2s);
+  CHECK(billing.breaker.max_open_for == 10s);
   CHECK(billing.max_concurrency == 0);
   CHECK(billing.rate_per_second == 0);
   CHECK_FALSE(billing.max_retries.has_value());
@@ -1096,7 +1096,7 @@ TEST_CASE("circuit breaker, limits and retry budget per destination") {
                   "http.routes.billing.circuitBreaker.openFor must be > 0");
   CHECK_SET_ERROR("http.routes.billing.circuitBreaker.maxOpenFor=1s",
                   "http.routes.billing.circuitBreaker.maxOpenFor must be >= "
-                  "http.routes.billing.circuitBreaker.openFor (5000ms), got 1000ms");
+                  "http.routes.billing.circuitBreaker.openFor (2000ms), got 1000ms");
   CHECK_SET_ERROR("http.routes.billing.circuitBreaker.tripAfter=3",
                   "unknown key http.routes.billing.circuitBreaker.tripAfter");
   CHECK_SET_ERROR("http.routes.billing.maxConcurrency=-1",

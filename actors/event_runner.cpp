@@ -325,8 +325,12 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
     auto step = call_step(e, i, name, payloads, previous, attempt, keep_lease);
     if (step.not_made && step.not_made->held) // the steps before are recorded: it resumes there
       return hold_back(e, domain::run_kind::fanout, name, *step.not_made->held);
-    if (step.not_made)
-      return lease_lost(e, ("call to " + name).c_str());
+    if (step.not_made) { // nothing was called under the lost lease: nothing to drop
+      m().leases_lost.inc();
+      log::warn(name_, "event {} {}: lease lost before calling {}; another worker owns it now",
+                e.id, e.event_type, name);
+      return;
+    }
     if (domain::is_done(step.outcome) && i + 1 == names.size()) {
       last_row = std::move(step.row); // commits with the completion
       continue;
@@ -470,7 +474,10 @@ void event_runner::run_cancellation(const persistence::claimed_event& e) {
     repo()->release(e);
     return;
   case compensation_result::kind::lease_lost:
-    return lease_lost(e, "cancellation");
+    m().leases_lost.inc();
+    log::warn(name_, "event {} {}: lease lost before calling {}; another worker owns it now", e.id,
+              e.event_type, result.destination);
+    return;
   case compensation_result::kind::held:
     return hold_back(e, domain::run_kind::cancellation, result.destination, result.hold);
   default:

@@ -73,6 +73,10 @@ struct registry {
   histogram call_seconds{"outboxd_destination_call_seconds",
                          "Duration of HTTP calls to destinations, by destination.",
                          {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
+  histogram claim_seconds{
+      "outboxd_claim_seconds",
+      "Duration of claim statements (the database round trip), by queue (outbox, dead_letter).",
+      {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120}};
   counter compensations{"outboxd_compensations_total",
                         "Compensations finished, by kind (dead_letter, cancellation) and outcome."};
   counter listener_reconnects{"outboxd_listener_reconnects_total",

@@ -52,6 +52,8 @@ IDLE_SECONDS=${BENCH_IDLE_SECONDS:-$d_idle}       # idle time before the idle RS
                                                   # before the wake-up orders start
 BURST_ORDERS=${BENCH_BURST_ORDERS:-$d_burst}      # orders of the burst measure (0 = skip)
 BURST_POOL=8                                      # outbox.poolSize of the burst measure
+MEASURES=${BENCH_MEASURES:-intake rss drain wake burst} # which measures run (the report leaves
+                                                  # the others null)
 # The peer: on by default; in smoke mode only when bench/peer/node_modules is already installed.
 PEER=${BENCH_PEER:-$([[ $mode == smoke ]] && echo auto || echo 1)}
 
@@ -88,25 +90,32 @@ trap 'exit 130' INT TERM
 
 # --- the measures --------------------------------------------------------------------------------
 
+# wanted MEASURE: whether MEASURE is among those chosen (BENCH_MEASURES).
+wanted() { [[ " $MEASURES " == *" $1 "* ]]; }
+
 # Templates every run starts from (a fresh copy per run: equal tables, no leftovers).
 #   t_empty        migrated, no rows           t_backlog   + DRAIN_ORDERS orders made by the API
 #   t_peer_empty   peer schema + graphile       t_peer_backlog  + DRAIN_ORDERS orders with add_job
 #   t_flat         HISTORY processed events + audit rows, then the same backlog through the API
+#   t_burst        + BURST_ORDERS orders made by the API
+# (only those the chosen measures use)
 build_templates() {
-  log "templates: schema, $DRAIN_ORDERS-order backlogs"
+  log "templates: schema and backlogs"
   q postgres "CREATE DATABASE t_empty" >/dev/null
   DATABASE_URL=$(conninfo t_empty) "$OUTBOXD" migrate >>"$WORK/logs/outboxd.log" 2>&1 ||
     die "outboxd migrate failed; see $WORK/logs/outboxd.log"
-  load_backlog t_backlog t_empty
+  if wanted drain; then load_backlog t_backlog t_empty; fi
   if [[ "$PEER" == 1 ]]; then
     q postgres "CREATE DATABASE t_peer_empty" >/dev/null
     psql -X -q -v ON_ERROR_STOP=1 -d t_peer_empty -f "$BENCH/peer/schema.sql" >/dev/null
     PGDATABASE=t_peer_empty node "$BENCH/peer/worker.js" --migrate >>"$WORK/logs/peer.log" 2>&1
-    fresh_db t_peer_backlog t_peer_empty
-    PGDATABASE=t_peer_backlog node "$BENCH/peer/intake.js" backlog "$DRAIN_ORDERS" "$INTAKE_CLIENTS" >/dev/null
-    q t_peer_backlog "VACUUM (ANALYZE)"
+    if wanted drain; then
+      fresh_db t_peer_backlog t_peer_empty
+      PGDATABASE=t_peer_backlog node "$BENCH/peer/intake.js" backlog "$DRAIN_ORDERS" "$INTAKE_CLIENTS" >/dev/null
+      q t_peer_backlog "VACUUM (ANALYZE)"
+    fi
   fi
-  if [[ "$BURST_ORDERS" -gt 0 ]]; then
+  if wanted burst && [[ "$BURST_ORDERS" -gt 0 ]]; then
     log "templates: $BURST_ORDERS-order backlog of the burst measure"
     fresh_db t_burst t_empty
     start_outboxd t_burst --set outbox.enabled=false
@@ -114,7 +123,7 @@ build_templates() {
     stop_outboxd
     q t_burst "VACUUM (ANALYZE)"
   fi
-  if [[ "$HISTORY" -gt 0 ]]; then
+  if wanted drain && [[ "$HISTORY" -gt 0 ]]; then
     log "templates: $HISTORY PROCESSED events with their audit rows (flat cost)"
     fresh_db t_flat t_empty
     psql -X -q -v ON_ERROR_STOP=1 -v history="$HISTORY" -d t_flat -f "$BENCH/lib/history.sql" >/dev/null
@@ -341,9 +350,10 @@ start_simulator
 describe_run
 build_templates
 
-for run in $(seq "$RUNS"); do intake "$run"; done
-idle_rss
+if wanted intake; then for run in $(seq "$RUNS"); do intake "$run"; done; fi
+if wanted rss; then idle_rss; fi
 for run in $(seq "$RUNS"); do
+  wanted drain || CONC_LATENCY0="" CONC_LATENCY20="" HISTORY=0
   for conc in $CONC_LATENCY0; do
     drain outboxd 0 "$conc" t_backlog 0 "$run"
     if [[ "$PEER" == 1 ]]; then drain peer 0 "$conc" t_peer_backlog 0 "$run"; fi
@@ -359,11 +369,11 @@ for run in $(seq "$RUNS"); do
     drain outboxd 20 "$conc" t_backlog 0 "$run"
     if [[ "$PEER" == 1 ]]; then drain peer 20 "$conc" t_peer_backlog 0 "$run"; fi
   done
-  if [[ "$PEER" == 1 && "$WAKE_ORDERS" -gt 0 ]]; then
+  if wanted wake && [[ "$PEER" == 1 && "$WAKE_ORDERS" -gt 0 ]]; then
     wake outboxd "$run"
     wake peer "$run"
   fi
-  if [[ "$BURST_ORDERS" -gt 0 ]]; then burst "$run"; fi
+  if wanted burst && [[ "$BURST_ORDERS" -gt 0 ]]; then burst "$run"; fi
 done
 
 if [[ "$mode" == smoke ]]; then

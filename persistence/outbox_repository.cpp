@@ -2,6 +2,7 @@
 // means another worker owns the event now, and the caller must drop its result.
 #include "persistence/outbox_repository.hpp"
 
+#include "persistence/connection_pool.hpp"
 #include "persistence/rows.hpp"
 
 #include <algorithm>
@@ -10,25 +11,39 @@
 namespace outboxd::persistence {
 namespace {
 
+// The claim walks the due index one row at a time, each step the first due row after the last
+// one (ORDER BY id LIMIT 1), and tests each row with index probes kept apart from the walk (OFFSET
+// 0 keeps the planner from turning them into joins or hashed sub-plans). So its cost is the rows
+// it takes plus the rows it steps over, whatever the statistics say: a single
+// `ORDER BY id LIMIT n` over NOT EXISTS left the planner free to sort the whole backlog, or to
+// scan every unfinished event once per candidate, whenever statistics taken while the tables were
+// small or idle made the backlog look empty, and in a burst such claims ran for minutes while
+// their row locks held up the completions.
 constexpr const char* claim_sql = R"sql(
-WITH due AS (
-  SELECT e.id FROM outbox_events e
-  WHERE e.status = 'PENDING' AND (e.next_retry_at IS NULL OR e.next_retry_at <= now())
-    AND NOT EXISTS (SELECT 1 FROM outbox_events p
-                    WHERE p.aggregate_id = e.aggregate_id AND p.aggregate_type = e.aggregate_type
-                      AND p.id < e.id AND p.status IN ('PENDING', 'PROCESSING'))
-    AND NOT EXISTS (SELECT 1 FROM dead_letter_events d
-                    WHERE d.aggregate_id = e.aggregate_id AND d.aggregate_type = e.aggregate_type
-                      AND d.status IN ('PENDING', 'PROCESSING'))
-  ORDER BY e.id
-  LIMIT $1
-  FOR UPDATE SKIP LOCKED)
+WITH RECURSIVE due (id, n) AS (
+    SELECT 0::bigint, 0
+  UNION ALL
+    SELECT (SELECT e.id FROM outbox_events e
+             WHERE e.status = 'PENDING' AND e.id > due.id
+               AND (e.next_retry_at IS NULL OR e.next_retry_at <= now())
+               AND NOT EXISTS (SELECT 1 FROM outbox_events p
+                               WHERE p.aggregate_id = e.aggregate_id
+                                 AND p.aggregate_type = e.aggregate_type
+                                 AND p.id < e.id AND p.status IN ('PENDING', 'PROCESSING') OFFSET 0)
+               AND NOT EXISTS (SELECT 1 FROM dead_letter_events d
+                               WHERE d.aggregate_id = e.aggregate_id
+                                 AND d.aggregate_type = e.aggregate_type
+                                 AND d.status IN ('PENDING', 'PROCESSING') OFFSET 0)
+             ORDER BY e.id LIMIT 1
+             FOR UPDATE SKIP LOCKED),
+           due.n + 1
+      FROM due WHERE due.id IS NOT NULL AND due.n < $1)
 UPDATE outbox_events e
    SET status = 'PROCESSING', lease_owner = $2, lease_token = nextval('lease_tokens'),
        lease_expires_at = now() + $3::bigint * interval '1 millisecond', status_changed_at = now()
   FROM due WHERE e.id = due.id
 RETURNING e.id, e.lease_token, e.aggregate_type, e.aggregate_id, e.event_type, e.payloads::text,
-          e.attempts, EXISTS (SELECT 1 FROM aggregate_results r WHERE r.event_id = e.id))sql";
+          e.attempts, EXISTS (SELECT 1 FROM aggregate_results r WHERE r.event_id = e.id OFFSET 0))sql";
 
 constexpr int attempt_columns_count = 19;
 constexpr const char* record_attempt_columns = R"sql(
@@ -180,6 +195,7 @@ claimed_event to_claimed(const pqxx::row& r) {
 
 outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks)
     : conn_(conn), hooks_(std::move(hooks)) {
+  plan_each_execution(conn_);
   conn_.prepare("outbox_claim", fmt::format("{}, {}", claim_sql, async_commit));
   conn_.prepare("outbox_record_attempt",
                 fmt::format("{} RETURNING {}", insert_attempt_sql(1), async_commit));

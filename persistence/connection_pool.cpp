@@ -34,10 +34,6 @@ bool is_connection_loss(const std::exception& e) {
   return false;
 }
 
-void plan_each_execution(pqxx::connection_base& conn) {
-  pqxx::nontransaction(conn).exec("SET plan_cache_mode = force_custom_plan");
-}
-
 std::string make_conninfo(const std::string& url, std::chrono::milliseconds connect_timeout,
                           const std::string& application_name) {
   auto seconds = std::max<long long>(

@@ -20,14 +20,6 @@ namespace outboxd::persistence {
 /// reports a connection exception (SQLSTATE class 08) or is shutting down or restarting (57P).
 bool is_connection_loss(const std::exception& e);
 
-/// Has PostgreSQL plan every execution of a prepared statement on `conn` for the tables as they
-/// are at that moment (plan_cache_mode = force_custom_plan), instead of settling on one generic
-/// plan after five executions: a plan made while the tables were small or empty (a fresh
-/// database, a quiet hour) stays until the next ANALYZE, and may cost in proportion to a backlog
-/// that has grown since. For connections whose statements run against tables that grow and churn
-/// under them (the workers'); planning costs a fraction of a millisecond per statement.
-void plan_each_execution(pqxx::connection_base& conn);
-
 /// A named SQL statement, prepared on every connection of the pool that runs it.
 struct statement {
   std::string name;

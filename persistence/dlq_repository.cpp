@@ -1,7 +1,6 @@
 // Dead-letter SQL, fenced by lease tokens like the outbox.
 #include "persistence/dlq_repository.hpp"
 
-#include "persistence/connection_pool.hpp"
 #include "persistence/rows.hpp"
 
 #include <algorithm>
@@ -10,7 +9,7 @@ namespace outboxd::persistence {
 namespace {
 
 // Walks the due index like the outbox claim (see outbox_repository.cpp): its cost stays the rows
-// it takes plus those it steps over, whatever the statistics say.
+// it takes plus those it steps over, whatever the statistics say. Not prepared, like that one.
 constexpr const char* claim_sql = R"sql(
 WITH RECURSIVE due (id, n) AS (
     SELECT 0::bigint, 0
@@ -79,8 +78,6 @@ SELECT ceil(extract(epoch FROM min(next_retry_at) - now()) * 1000)::bigint
 
 dlq_repository::dlq_repository(pqxx::connection& conn, hooks_by_type hooks)
     : conn_(conn), hooks_(std::move(hooks)) {
-  plan_each_execution(conn_);
-  conn_.prepare("dlq_claim", claim_sql);
   conn_.prepare("dlq_resolve", resolve_sql);
   conn_.prepare("dlq_retry", retry_sql);
   conn_.prepare("dlq_fail", fail_sql);
@@ -93,7 +90,7 @@ dlq_repository::dlq_repository(pqxx::connection& conn, hooks_by_type hooks)
 std::vector<claimed_dead_letter> dlq_repository::claim(const std::string& owner, int limit,
                                                        std::chrono::milliseconds lease) {
   pqxx::work tx(conn_);
-  auto rows = tx.exec_prepared("dlq_claim", limit, owner, static_cast<long long>(lease.count()));
+  auto rows = tx.exec_params(claim_sql, limit, owner, static_cast<long long>(lease.count()));
   tx.commit();
   std::vector<claimed_dead_letter> out;
   for (const auto& r : rows)

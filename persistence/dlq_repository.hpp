@@ -29,8 +29,7 @@ struct claimed_dead_letter {
 
 class dlq_repository {
 public:
-  /// Prepares its statements on `conn`, which it uses exclusively, and has every execution
-  /// planned for the tables as they are then (plan_each_execution).
+  /// Prepares its statements on `conn`, which it uses exclusively.
   dlq_repository(pqxx::connection& conn, hooks_by_type hooks);
 
   /// Claims up to `limit` due PENDING dead letters whose aggregate has no unfinished earlier

@@ -2,7 +2,6 @@
 // means another worker owns the event now, and the caller must drop its result.
 #include "persistence/outbox_repository.hpp"
 
-#include "persistence/connection_pool.hpp"
 #include "persistence/rows.hpp"
 
 #include <algorithm>
@@ -18,7 +17,7 @@ namespace {
 // `ORDER BY id LIMIT n` over NOT EXISTS left the planner free to sort the whole backlog, or to
 // scan every unfinished event once per candidate, whenever statistics taken while the tables were
 // small or idle made the backlog look empty, and in a burst such claims ran for minutes while
-// their row locks held up the completions.
+// their row locks held up the completions. It is not prepared (see claim()).
 constexpr const char* claim_sql = R"sql(
 WITH RECURSIVE due (id, n) AS (
     SELECT 0::bigint, 0
@@ -195,8 +194,6 @@ claimed_event to_claimed(const pqxx::row& r) {
 
 outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks)
     : conn_(conn), hooks_(std::move(hooks)) {
-  plan_each_execution(conn_);
-  conn_.prepare("outbox_claim", fmt::format("{}, {}", claim_sql, async_commit));
   conn_.prepare("outbox_record_attempt",
                 fmt::format("{} RETURNING {}", insert_attempt_sql(1), async_commit));
   conn_.prepare("outbox_successes", successes_sql);
@@ -218,8 +215,13 @@ outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks
 
 std::vector<claimed_event> outbox_repository::claim(const std::string& owner, int limit,
                                                     std::chrono::milliseconds lease) {
+  // Sent unprepared, so that every claim is planned for the tables as they are now: a prepared
+  // statement settles on a generic plan after five runs and keeps it until the next ANALYZE, and
+  // one made while the tables were empty (a fresh start) scans them whole at every step. Claims
+  // are few (one per batch), so planning each is cheap.
+  static const std::string sql = fmt::format("{}, {}", claim_sql, async_commit);
   pqxx::nontransaction tx(conn_);
-  auto rows = tx.exec_prepared("outbox_claim", limit, owner, static_cast<long long>(lease.count()));
+  auto rows = tx.exec_params(sql, limit, owner, static_cast<long long>(lease.count()));
   std::vector<claimed_event> out;
   auto now = std::chrono::steady_clock::now();
   for (const auto& r : rows) {

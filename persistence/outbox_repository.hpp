@@ -71,14 +71,13 @@ struct reaped {
 
 class outbox_repository {
 public:
-  /// Prepares its statements on `conn`, which it uses exclusively, and has every execution
-  /// planned for the tables as they are then (plan_each_execution).
+  /// Prepares its statements on `conn`, which it uses exclusively.
   outbox_repository(pqxx::connection& conn, hooks_by_type hooks);
 
   /// Claims up to `limit` due events (oldest first, per-aggregate order kept, rows locked by
   /// other claims skipped), leased to `owner` for `lease`. Its cost is the events it takes plus
   /// the due events it steps over (held back by their aggregate, or being claimed), not the
-  /// backlog or the history.
+  /// backlog or the history, whatever the tables' statistics say.
   std::vector<claimed_event> claim(const std::string& owner, int limit,
                                    std::chrono::milliseconds lease);
 

@@ -202,9 +202,12 @@ def ms(seconds, digits=2):
 
 def burst(samples_path, start, *pairs):
     """Figures of one burst run: the database's figures given as key=value (intake and drain
-    spans), the claim times of the whole run and per second, and a per-second series."""
+    spans), the claim times of the whole run and per second, and a per-second series. The claim
+    times count from the first sample (baseline=first) or from the process start (baseline=zero:
+    the sampler started with the process)."""
     start = float(start)
     db = {k: parse_value(v) for k, v in (p.partition("=")[::2] for p in pairs)}
+    from_first = db.pop("baseline", "first") == "first"
     rows = [json.loads(l) for l in open(samples_path) if l.strip()]
     series = []
     for a, b in zip(rows, rows[1:]):
@@ -221,11 +224,12 @@ def burst(samples_path, start, *pairs):
             "claim_p50_ms": ms(bucket_quantile(0.5, window)),
             "claim_p99_ms": ms(bucket_quantile(0.99, window)),
         })
-    last = rows[-1]["claim_buckets"] if rows else {}
+    first = rows[0] if rows and from_first else {"claim_buckets": {}, "claims": 0}
+    last = minus(rows[-1]["claim_buckets"], first["claim_buckets"]) if rows else {}
     p99s = [r["claim_p99_ms"] for r in series if r["claim_p99_ms"] is not None]
     out = dict(db)
     out.update({
-        "claims": int(rows[-1]["claims"]) if rows else 0,
+        "claims": int(rows[-1]["claims"] - first["claims"]) if rows else 0,
         "claim_p50_ms": ms(bucket_quantile(0.5, last)),
         "claim_p99_ms": ms(bucket_quantile(0.99, last)),
         "claim_p99_max_ms": max(p99s) if p99s else None,
@@ -497,7 +501,8 @@ def burst_markdown(r):
     d, q = r["burst_drain_events_per_s"], r["burst_drain_ratio"]
     lines = [
         f"## Burst ({f(r['burst_orders'])} orders posted by {r['settings'].get('intake_clients')} "
-        f"keep-alive connections while draining, outbox.poolSize={r['settings'].get('burst_pool_size')})",
+        f"keep-alive connections into an idle outboxd that drains them as they come, after it "
+        f"drained as many pre-loaded; outbox.poolSize={r['settings'].get('burst_pool_size')})",
         "",
         "| measure | value |",
         "|---|---|",

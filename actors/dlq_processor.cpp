@@ -29,7 +29,13 @@ public:
 
   std::vector<item> claim() {
     const auto& s = ctx_->settings.outbox;
-    return repo()->claim(tag_, s.batch_size, s.lease_timeout);
+    auto db = repo();
+    auto started = std::chrono::steady_clock::now();
+    auto claimed = db->claim(tag_, s.batch_size, s.lease_timeout);
+    metrics::global().claim_seconds.observe(
+        {{"queue", "dead_letter"}},
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    return claimed;
   }
   void claimed(const std::vector<item>&) {}
   std::optional<milliseconds> next_due_in() { return repo()->next_due_in(); }

@@ -31,7 +31,12 @@ public:
     auto now = std::chrono::steady_clock::now();
     if (claimed_ > 0)
       claim_size_ = sizing().next(claim_size_, claimed_, now - claimed_at_);
-    auto claimed = repo()->claim(tag_, claim_size_, s.lease_timeout);
+    auto db = repo();
+    auto started = std::chrono::steady_clock::now();
+    auto claimed = db->claim(tag_, claim_size_, s.lease_timeout);
+    metrics::global().claim_seconds.observe(
+        {{"queue", "outbox"}},
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     claimed_ = claimed.size();
     claimed_at_ = now;
     return claimed;

@@ -3,7 +3,7 @@
 # peer. See bench/README.md.
 #
 #   bench/run.sh            full run: every figure the median of 3 runs (about 30-40 minutes)
-#   bench/run.sh --quick    one run of each, smaller sizes (under 5 minutes)
+#   bench/run.sh --quick    one run of each, smaller sizes (under 6 minutes)
 #   bench/run.sh --smoke    CI check that the harness works: tiny intake + drain (under a minute);
 #                           writes the JSON to a temporary file (or --out FILE), never bench/results
 #   --out FILE              where the JSON goes (default bench/results/latest.json, plus
@@ -33,9 +33,9 @@ done
 
 # --- sizes per mode (every one can be overridden through the environment) -----------------------
 case "$mode" in
-  full)  d_runs=3 d_intake=10 d_orders=20000 d_history=1000000 d_wake=500 d_lat0="4 16 64" d_lat20="16 64" d_idle=3 ;;
-  quick) d_runs=1 d_intake=5  d_orders=2000  d_history=100000  d_wake=100 d_lat0="4 16 64" d_lat20="16 64" d_idle=3 ;;
-  smoke) d_runs=1 d_intake=2  d_orders=100   d_history=0       d_wake=20  d_lat0="4"       d_lat20=""      d_idle=1 ;;
+  full)  d_runs=3 d_intake=10 d_orders=20000 d_history=1000000 d_wake=500 d_lat0="4 16 64" d_lat20="16 64" d_idle=3 d_burst=30000 ;;
+  quick) d_runs=1 d_intake=5  d_orders=2000  d_history=100000  d_wake=100 d_lat0="4 16 64" d_lat20="16 64" d_idle=3 d_burst=10000 ;;
+  smoke) d_runs=1 d_intake=2  d_orders=100   d_history=0       d_wake=20  d_lat0="4"       d_lat20=""      d_idle=1 d_burst=300 ;;
 esac
 RUNS=${BENCH_RUNS:-$d_runs}                       # runs per figure (the median is reported)
 INTAKE_SECONDS=${BENCH_INTAKE_SECONDS:-$d_intake} # length of each intake measure
@@ -50,6 +50,10 @@ WAKE_RATE=${BENCH_WAKE_RATE:-50}                  # ... at this rate per second
 WAKE_CONCURRENCY=${BENCH_WAKE_CONCURRENCY:-4}     # processors / concurrent jobs while idle
 IDLE_SECONDS=${BENCH_IDLE_SECONDS:-$d_idle}       # idle time before the idle RSS is read, and
                                                   # before the wake-up orders start
+BURST_ORDERS=${BENCH_BURST_ORDERS:-$d_burst}      # orders of the burst measure (0 = skip)
+BURST_POOL=8                                      # outbox.poolSize of the burst measure
+MEASURES=${BENCH_MEASURES:-intake rss drain wake burst} # which measures run (the report leaves
+                                                  # the others null)
 # The peer: on by default; in smoke mode only when bench/peer/node_modules is already installed.
 PEER=${BENCH_PEER:-$([[ $mode == smoke ]] && echo auto || echo 1)}
 
@@ -86,25 +90,40 @@ trap 'exit 130' INT TERM
 
 # --- the measures --------------------------------------------------------------------------------
 
+# wanted MEASURE: whether MEASURE is among those chosen (BENCH_MEASURES).
+wanted() { [[ " $MEASURES " == *" $1 "* ]]; }
+
 # Templates every run starts from (a fresh copy per run: equal tables, no leftovers).
 #   t_empty        migrated, no rows           t_backlog   + DRAIN_ORDERS orders made by the API
 #   t_peer_empty   peer schema + graphile       t_peer_backlog  + DRAIN_ORDERS orders with add_job
 #   t_flat         HISTORY processed events + audit rows, then the same backlog through the API
+#   t_burst        + BURST_ORDERS orders made by the API
+# (only those the chosen measures use)
 build_templates() {
-  log "templates: schema, $DRAIN_ORDERS-order backlogs"
+  log "templates: schema and backlogs"
   q postgres "CREATE DATABASE t_empty" >/dev/null
   DATABASE_URL=$(conninfo t_empty) "$OUTBOXD" migrate >>"$WORK/logs/outboxd.log" 2>&1 ||
     die "outboxd migrate failed; see $WORK/logs/outboxd.log"
-  load_backlog t_backlog t_empty
+  if wanted drain; then load_backlog t_backlog t_empty; fi
   if [[ "$PEER" == 1 ]]; then
     q postgres "CREATE DATABASE t_peer_empty" >/dev/null
     psql -X -q -v ON_ERROR_STOP=1 -d t_peer_empty -f "$BENCH/peer/schema.sql" >/dev/null
     PGDATABASE=t_peer_empty node "$BENCH/peer/worker.js" --migrate >>"$WORK/logs/peer.log" 2>&1
-    fresh_db t_peer_backlog t_peer_empty
-    PGDATABASE=t_peer_backlog node "$BENCH/peer/intake.js" backlog "$DRAIN_ORDERS" "$INTAKE_CLIENTS" >/dev/null
-    q t_peer_backlog "VACUUM (ANALYZE)"
+    if wanted drain; then
+      fresh_db t_peer_backlog t_peer_empty
+      PGDATABASE=t_peer_backlog node "$BENCH/peer/intake.js" backlog "$DRAIN_ORDERS" "$INTAKE_CLIENTS" >/dev/null
+      q t_peer_backlog "VACUUM (ANALYZE)"
+    fi
   fi
-  if [[ "$HISTORY" -gt 0 ]]; then
+  if wanted burst && [[ "$BURST_ORDERS" -gt 0 ]]; then
+    log "templates: $BURST_ORDERS-order backlog of the burst measure"
+    fresh_db t_burst t_empty
+    start_outboxd t_burst --set outbox.enabled=false
+    post_burst "$WORK/burst-load.json"
+    stop_outboxd
+    q t_burst "VACUUM (ANALYZE)"
+  fi
+  if wanted drain && [[ "$HISTORY" -gt 0 ]]; then
     log "templates: $HISTORY PROCESSED events with their audit rows (flat cost)"
     fresh_db t_flat t_empty
     psql -X -q -v ON_ERROR_STOP=1 -v history="$HISTORY" -d t_flat -f "$BENCH/lib/history.sql" >/dev/null
@@ -230,6 +249,76 @@ wake() {
   emit kind=wake system="$system" run="$run" "x=@$WORK/wake.json"
 }
 
+# post_burst OUT: BURST_ORDERS orders through POST /api/orders of the running outboxd, as fast as
+# INTAKE_CLIENTS keep-alive connections go (one wrk thread drives them all; lib/burst.lua).
+post_burst() {
+  BURST_ORDERS=$BURST_ORDERS wrk -t 1 -c "$INTAKE_CLIENTS" -d "$((BURST_ORDERS / 20 + 120))s" \
+    -s "$BENCH/lib/burst.lua" "$OUTBOXD_URL/api/orders" >"$1.out"
+  grep '^{"posted"' "$1.out" >"$1" || die "no summary from wrk: $(cat "$1.out")"
+  grep -q "\"answered\":$BURST_ORDERS,\"refused\":0}" "$1" ||
+    die "not every burst order was answered 201: $(cat "$1")"
+}
+
+# burst RUN: outboxd (outbox.poolSize=BURST_POOL, otherwise the defaults) first drains
+# BURST_ORDERS pre-loaded orders (t_burst), the reference. Then, idle, on the statistics of a
+# quiet system (VACUUM ANALYZE: what autovacuum does once nothing is pending), the same process
+# gets BURST_ORDERS more from post_burst and drains them as they come. lib/bench.py samples
+# /metrics every second (intake, drain, claim times); the spans come from the database.
+burst() {
+  local run=$1 start pre fig orders events
+  log "burst run $run: $BURST_ORDERS orders pre-loaded, drained at pool size $BURST_POOL"
+  fresh_db bench t_burst
+  sim_reset 0
+  start=$(date +%s.%N)
+  start_outboxd bench --set outbox.poolSize="$BURST_POOL"
+  start_sampler "$WORK/preloaded.jsonl"
+  wait_drained outboxd
+  stop_sampler
+  check_burst_drained
+  # from the start of the first call to the last event processed, as the drain measure
+  pre=$(q bench "SELECT format('events=%s seconds=%s', count(*), extract(epoch FROM
+      max(processed_at) - (SELECT min(published_at - duration_ms * interval '1 ms') FROM aggregate_results)))
+    FROM outbox_events")
+  tool burst "$WORK/preloaded.jsonl" "$start" baseline=zero $pre >"$WORK/preloaded.json"
+  rm -f "$WORK/preloaded.jsonl"
+
+  log "burst run $run: $BURST_ORDERS more posted by $INTAKE_CLIENTS connections while it drains"
+  q bench "VACUUM (ANALYZE)"
+  orders=$(q bench "SELECT max(id) FROM orders")
+  events=$(q bench "SELECT max(id) FROM outbox_events")
+  start_sampler "$WORK/burst.jsonl"
+  for _ in $(seq 50); do [[ -s "$WORK/burst.jsonl" ]] && break; sleep 0.1; done # the baseline
+  start=$(date +%s.%N)
+  post_burst "$WORK/burst-post.json"
+  wait_drained outboxd
+  stop_sampler
+  stop_outboxd
+  check_burst_drained
+  # the burst's orders: intake from the first one's to the last one's commit; the drain during
+  # the intake, and after it up to the last event processed
+  fig=$(q bench "WITH o AS (SELECT min(created_at) AS first, max(created_at) AS last FROM orders
+                            WHERE id > $orders),
+                     e AS (SELECT * FROM outbox_events WHERE id > $events)
+    SELECT format('orders=%s intake_seconds=%s during_events=%s after_seconds=%s',
+      (SELECT count(*) FROM e), extract(epoch FROM o.last - o.first),
+      (SELECT count(*) FROM e WHERE processed_at <= o.last),
+      extract(epoch FROM (SELECT max(processed_at) FROM e) - o.last))
+    FROM o")
+  tool burst "$WORK/burst.jsonl" "$start" baseline=first $fig >"$WORK/burst.json"
+  rm -f "$WORK/burst.jsonl"
+  emit kind=burst run="$run" "burst=@$WORK/burst.json" "preloaded=@$WORK/preloaded.json"
+}
+
+# check_burst_drained: every order of the bench database CONFIRMED with 4 successful calls.
+check_burst_drained() {
+  local total bad calls
+  total=$(q bench "SELECT count(*) FROM orders")
+  bad=$(q bench "SELECT count(*) FROM orders WHERE order_status <> 'CONFIRMED'")
+  [[ "$bad" -eq 0 ]] || die "burst: $bad of $total orders did not end CONFIRMED"
+  calls=$(q bench "SELECT count(*) FROM aggregate_results WHERE outcome = 'success'")
+  [[ "$calls" -eq $((4 * total)) ]] || die "burst: $calls successful steps recorded for $total orders (expected 4 each)"
+}
+
 describe_run() {
   local graphile="not run" commit
   if [[ "$PEER" == 1 ]]; then
@@ -250,6 +339,7 @@ describe_run() {
     settings.flat_concurrency="$FLAT_CONCURRENCY" settings.wake_orders="$WAKE_ORDERS" \
     settings.wake_rate="$WAKE_RATE" settings.wake_concurrency="$WAKE_CONCURRENCY" \
     settings.idle_seconds="$IDLE_SECONDS" settings.peer="$PEER" \
+    settings.burst_orders="$BURST_ORDERS" settings.burst_pool_size="$BURST_POOL" \
     settings.fsync="$(q postgres 'SHOW fsync')" settings.synchronous_commit="$(q postgres 'SHOW synchronous_commit')" \
     settings.shared_buffers="$(q postgres 'SHOW shared_buffers')" \
     settings.max_connections="$(q postgres 'SHOW max_connections')" \
@@ -263,9 +353,10 @@ start_simulator
 describe_run
 build_templates
 
-for run in $(seq "$RUNS"); do intake "$run"; done
-idle_rss
+if wanted intake; then for run in $(seq "$RUNS"); do intake "$run"; done; fi
+if wanted rss; then idle_rss; fi
 for run in $(seq "$RUNS"); do
+  wanted drain || CONC_LATENCY0="" CONC_LATENCY20="" HISTORY=0
   for conc in $CONC_LATENCY0; do
     drain outboxd 0 "$conc" t_backlog 0 "$run"
     if [[ "$PEER" == 1 ]]; then drain peer 0 "$conc" t_peer_backlog 0 "$run"; fi
@@ -281,10 +372,11 @@ for run in $(seq "$RUNS"); do
     drain outboxd 20 "$conc" t_backlog 0 "$run"
     if [[ "$PEER" == 1 ]]; then drain peer 20 "$conc" t_peer_backlog 0 "$run"; fi
   done
-  if [[ "$PEER" == 1 && "$WAKE_ORDERS" -gt 0 ]]; then
+  if wanted wake && [[ "$PEER" == 1 && "$WAKE_ORDERS" -gt 0 ]]; then
     wake outboxd "$run"
     wake peer "$run"
   fi
+  if wanted burst && [[ "$BURST_ORDERS" -gt 0 ]]; then burst "$run"; fi
 done
 
 if [[ "$mode" == smoke ]]; then

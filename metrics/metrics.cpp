@@ -101,6 +101,7 @@ std::string registry::render(const std::function<void(std::string&)>& scrape_gau
                         &compensations, &listener_reconnects, &http_requests})
     c->render(out);
   call_seconds.render(out);
+  claim_seconds.render(out);
   if (scrape_gauges)
     scrape_gauges(out);
   return out;

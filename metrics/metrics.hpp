@@ -79,6 +79,10 @@ struct registry {
   counter calls_held{"outboxd_calls_held_total",
                      "Runs held back without a call (and without spending a retry), by "
                      "destination and reason (breaker, concurrency, rate)."};
+  histogram claim_seconds{
+      "outboxd_claim_seconds",
+      "Duration of claim statements (the database round trip), by queue (outbox, dead_letter).",
+      {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120}};
   counter compensations{"outboxd_compensations_total",
                         "Compensations finished, by kind (dead_letter, cancellation) and outcome."};
   counter listener_reconnects{"outboxd_listener_reconnects_total",

@@ -8,16 +8,24 @@
 namespace outboxd::persistence {
 namespace {
 
+// Walks the due index like the outbox claim (see outbox_repository.cpp): its cost stays the rows
+// it takes plus those it steps over, whatever the statistics say. Not prepared, like that one.
 constexpr const char* claim_sql = R"sql(
-WITH due AS (
-  SELECT d.id FROM dead_letter_events d
-  WHERE d.status = 'PENDING' AND (d.next_retry_at IS NULL OR d.next_retry_at <= now())
-    AND NOT EXISTS (SELECT 1 FROM outbox_events p
-                    WHERE p.aggregate_id = d.aggregate_id AND p.aggregate_type = d.aggregate_type
-                      AND p.id < d.original_event_id AND p.status IN ('PENDING', 'PROCESSING'))
-  ORDER BY d.id
-  LIMIT $1
-  FOR UPDATE SKIP LOCKED)
+WITH RECURSIVE due (id, n) AS (
+    SELECT 0::bigint, 0
+  UNION ALL
+    SELECT (SELECT d.id FROM dead_letter_events d
+             WHERE d.status = 'PENDING' AND d.id > due.id
+               AND (d.next_retry_at IS NULL OR d.next_retry_at <= now())
+               AND NOT EXISTS (SELECT 1 FROM outbox_events p
+                               WHERE p.aggregate_id = d.aggregate_id
+                                 AND p.aggregate_type = d.aggregate_type
+                                 AND p.id < d.original_event_id
+                                 AND p.status IN ('PENDING', 'PROCESSING') OFFSET 0)
+             ORDER BY d.id LIMIT 1
+             FOR UPDATE SKIP LOCKED),
+           due.n + 1
+      FROM due WHERE due.id IS NOT NULL AND due.n < $1)
 UPDATE dead_letter_events d
    SET status = 'PROCESSING', lease_owner = $2, lease_token = nextval('lease_tokens'),
        lease_expires_at = now() + $3::bigint * interval '1 millisecond', status_changed_at = now()
@@ -85,7 +93,6 @@ SELECT ceil(extract(epoch FROM min(next_retry_at) - now()) * 1000)::bigint
 
 dlq_repository::dlq_repository(pqxx::connection& conn, hooks_by_type hooks)
     : conn_(conn), hooks_(std::move(hooks)) {
-  conn_.prepare("dlq_claim", claim_sql);
   conn_.prepare("dlq_resolve", resolve_sql);
   conn_.prepare("dlq_retry", retry_sql);
   conn_.prepare("dlq_postpone", postpone_sql);
@@ -100,7 +107,7 @@ dlq_repository::dlq_repository(pqxx::connection& conn, hooks_by_type hooks)
 std::vector<claimed_dead_letter> dlq_repository::claim(const std::string& owner, int limit,
                                                        std::chrono::milliseconds lease) {
   pqxx::work tx(conn_);
-  auto rows = tx.exec_prepared("dlq_claim", limit, owner, static_cast<long long>(lease.count()));
+  auto rows = tx.exec_params(claim_sql, limit, owner, static_cast<long long>(lease.count()));
   tx.commit();
   std::vector<claimed_dead_letter> out;
   auto now = std::chrono::steady_clock::now();

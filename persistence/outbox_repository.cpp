@@ -10,25 +10,39 @@
 namespace outboxd::persistence {
 namespace {
 
+// The claim walks the due index one row at a time, each step the first due row after the last
+// one (ORDER BY id LIMIT 1), and tests each row with index probes kept apart from the walk (OFFSET
+// 0 keeps the planner from turning them into joins or hashed sub-plans). So its cost is the rows
+// it takes plus the rows it steps over, whatever the statistics say: a single
+// `ORDER BY id LIMIT n` over NOT EXISTS left the planner free to sort the whole backlog, or to
+// scan every unfinished event once per candidate, whenever statistics taken while the tables were
+// small or idle made the backlog look empty, and in a burst such claims ran for minutes while
+// their row locks held up the completions. It is not prepared (see claim()).
 constexpr const char* claim_sql = R"sql(
-WITH due AS (
-  SELECT e.id FROM outbox_events e
-  WHERE e.status = 'PENDING' AND (e.next_retry_at IS NULL OR e.next_retry_at <= now())
-    AND NOT EXISTS (SELECT 1 FROM outbox_events p
-                    WHERE p.aggregate_id = e.aggregate_id AND p.aggregate_type = e.aggregate_type
-                      AND p.id < e.id AND p.status IN ('PENDING', 'PROCESSING'))
-    AND NOT EXISTS (SELECT 1 FROM dead_letter_events d
-                    WHERE d.aggregate_id = e.aggregate_id AND d.aggregate_type = e.aggregate_type
-                      AND d.status IN ('PENDING', 'PROCESSING'))
-  ORDER BY e.id
-  LIMIT $1
-  FOR UPDATE SKIP LOCKED)
+WITH RECURSIVE due (id, n) AS (
+    SELECT 0::bigint, 0
+  UNION ALL
+    SELECT (SELECT e.id FROM outbox_events e
+             WHERE e.status = 'PENDING' AND e.id > due.id
+               AND (e.next_retry_at IS NULL OR e.next_retry_at <= now())
+               AND NOT EXISTS (SELECT 1 FROM outbox_events p
+                               WHERE p.aggregate_id = e.aggregate_id
+                                 AND p.aggregate_type = e.aggregate_type
+                                 AND p.id < e.id AND p.status IN ('PENDING', 'PROCESSING') OFFSET 0)
+               AND NOT EXISTS (SELECT 1 FROM dead_letter_events d
+                               WHERE d.aggregate_id = e.aggregate_id
+                                 AND d.aggregate_type = e.aggregate_type
+                                 AND d.status IN ('PENDING', 'PROCESSING') OFFSET 0)
+             ORDER BY e.id LIMIT 1
+             FOR UPDATE SKIP LOCKED),
+           due.n + 1
+      FROM due WHERE due.id IS NOT NULL AND due.n < $1)
 UPDATE outbox_events e
    SET status = 'PROCESSING', lease_owner = $2, lease_token = nextval('lease_tokens'),
        lease_expires_at = now() + $3::bigint * interval '1 millisecond', status_changed_at = now()
   FROM due WHERE e.id = due.id
 RETURNING e.id, e.lease_token, e.aggregate_type, e.aggregate_id, e.event_type, e.payloads::text,
-          e.attempts, EXISTS (SELECT 1 FROM aggregate_results r WHERE r.event_id = e.id),
+          e.attempts, EXISTS (SELECT 1 FROM aggregate_results r WHERE r.event_id = e.id OFFSET 0),
           (extract(epoch FROM now() - e.failing_since) * 1000)::bigint)sql";
 
 constexpr int attempt_columns_count = 19;
@@ -208,7 +222,6 @@ claimed_event to_claimed(const pqxx::row& r) {
 
 outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks)
     : conn_(conn), hooks_(std::move(hooks)) {
-  conn_.prepare("outbox_claim", fmt::format("{}, {}", claim_sql, async_commit));
   conn_.prepare("outbox_record_attempt",
                 fmt::format("{} RETURNING {}", insert_attempt_sql(1), async_commit));
   conn_.prepare("outbox_successes", successes_sql);
@@ -232,8 +245,13 @@ outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks
 
 std::vector<claimed_event> outbox_repository::claim(const std::string& owner, int limit,
                                                     std::chrono::milliseconds lease) {
+  // Sent unprepared, so that every claim is planned for the tables as they are now: a prepared
+  // statement settles on a generic plan after five runs and keeps it until the next ANALYZE, and
+  // one made while the tables were empty (a fresh start) scans them whole at every step. Claims
+  // are few (one per batch), so planning each is cheap.
+  static const std::string sql = fmt::format("{}, {}", claim_sql, async_commit);
   pqxx::nontransaction tx(conn_);
-  auto rows = tx.exec_prepared("outbox_claim", limit, owner, static_cast<long long>(lease.count()));
+  auto rows = tx.exec_params(sql, limit, owner, static_cast<long long>(lease.count()));
   std::vector<claimed_event> out;
   auto now = std::chrono::steady_clock::now();
   for (const auto& r : rows) {

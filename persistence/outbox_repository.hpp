@@ -76,8 +76,10 @@ public:
   /// Prepares its statements on `conn`, which it uses exclusively.
   outbox_repository(pqxx::connection& conn, hooks_by_type hooks);
 
-  /// Claims up to `limit` due events (oldest first, per-aggregate order kept), leased to
-  /// `owner` for `lease`.
+  /// Claims up to `limit` due events (oldest first, per-aggregate order kept, rows locked by
+  /// other claims skipped), leased to `owner` for `lease`. Its cost is the events it takes plus
+  /// the due events it steps over (held back by their aggregate, or being claimed), not the
+  /// backlog or the history, whatever the tables' statistics say.
   std::vector<claimed_event> claim(const std::string& owner, int limit,
                                    std::chrono::milliseconds lease);
 

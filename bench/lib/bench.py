@@ -9,16 +9,26 @@ report. Standard library only.
   bench.py report RAW JSON MD         aggregate raw.jsonl into latest.json and the Markdown table
   bench.py check JSON                 exit 0 only when JSON has every required key
   bench.py emit FILE key=value...     append one JSON line to FILE (values parsed as JSON when
-                                      they are; key=@PATH merges the JSON object in PATH)
+                                      they are; key=@PATH is the JSON in PATH, x=@PATH merges
+                                      the object in PATH)
   bench.py meta FILE key=value...     the same, for the run's description: "versions.x=..." and
                                       "settings.x=..." go into nested objects
+  bench.py sample URL FILE            scrapes outboxd's URL/metrics every second until SIGTERM
+                                      (then once more); one JSON line per scrape into FILE
+  bench.py burst SAMPLES START key=value...
+                                      the burst measure's figures, as one JSON object: the
+                                      database's figures (key=value) and, from the samples, the
+                                      claim times and a per-second series from START (epoch s)
 """
 import json
 import math
 import re
+import signal
 import socket
 import statistics
 import sys
+import time
+import urllib.request
 
 KNOBS = [
     "inventory.reserve", "inventory.release", "fraudCheck.check",
@@ -32,11 +42,15 @@ REQUIRED_KEYS = [
     "intake_orders_per_s", "intake_pgbench_tps", "intake_ratio",
     "drain_events_per_s", "peer_drain_jobs_per_s", "drain_ratio_vs_peer",
     "drain_latency20_efficiency", "wake_p50_ms", "wake_p99_ms", "peer_wake_p50_ms",
-    "peer_wake_p99_ms", "flat_cost_ratio", "rss_idle_mb", "rss_drain_mb", "versions", "settings",
+    "peer_wake_p99_ms", "flat_cost_ratio", "rss_idle_mb", "rss_drain_mb", "burst_orders",
+    "burst_intake_orders_per_s", "burst_drain_events_per_s", "burst_preloaded_drain_events_per_s",
+    "burst_drain_ratio", "burst_claim_p50_ms", "burst_claim_p99_ms", "burst_claim_p99_max_ms",
+    "burst_series", "versions", "settings",
 ]
 # The smoke test also insists that these hold numbers (the rest may be null when skipped).
 SMOKE_NUMBERS = ["intake_orders_per_s", "intake_pgbench_tps", "intake_ratio", "rss_idle_mb",
-                 "rss_drain_mb"]
+                 "rss_drain_mb", "burst_intake_orders_per_s", "burst_preloaded_drain_events_per_s",
+                 "burst_claim_p99_ms"]
 
 
 def ports(n):
@@ -99,6 +113,131 @@ def wake(ledger_path, commits_path):
                       "p50_ms": r(percentile(lat, 50)), "p95_ms": r(percentile(lat, 95)),
                       "p99_ms": r(percentile(lat, 99)), "max_ms": r(max(lat) if lat else None),
                       "min_ms": r(min(lat) if lat else None)}))
+
+
+# --- the burst measure -------------------------------------------------------------------------
+
+METRIC_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def scrape(url):
+    """The figures of one /metrics scrape: orders taken in, events processed, outbox events by
+    status, and the outbox claim histogram (cumulative counts by upper bound)."""
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    out = {"t": time.time(), "intake": 0, "processed": 0, "pending": 0, "processing": 0,
+           "claims": 0, "claim_seconds": 0.0, "claim_buckets": {}}
+    for line in text.splitlines():
+        m = METRIC_LINE.match(line)
+        if not m:
+            continue
+        name, labels, value = m.group(1), dict(LABEL.findall(m.group(2) or "")), float(m.group(3))
+        if name == "outboxd_http_requests_total" and labels.get("method") == "POST" \
+                and labels.get("route") == "/api/orders" and labels.get("status") == "201":
+            out["intake"] += value
+        elif name == "outboxd_events_processed_total":
+            out["processed"] += value
+        elif name == "outboxd_outbox_events" and labels.get("status") in ("PENDING", "PROCESSING"):
+            out[labels["status"].lower()] = value
+        elif labels.get("queue") == "outbox":
+            if name == "outboxd_claim_seconds_bucket":
+                out["claim_buckets"][labels["le"]] = value
+            elif name == "outboxd_claim_seconds_count":
+                out["claims"] = value
+            elif name == "outboxd_claim_seconds_sum":
+                out["claim_seconds"] = value
+    return out
+
+
+def sample(url, path):
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    with open(path, "a") as f:
+        next_at = time.monotonic()
+        while True:
+            try:
+                f.write(json.dumps(scrape(url.rstrip("/") + "/metrics")) + "\n")
+                f.flush()
+            except OSError as e:  # a slow or refused scrape: the next one will tell
+                print(f"bench.py sample: {e}", file=sys.stderr)
+            if stopping:
+                return
+            next_at += 1
+            time.sleep(max(0.0, next_at - time.monotonic()))
+
+
+def bucket_quantile(q, buckets):
+    """Prometheus' histogram_quantile over cumulative {upper bound: count}: linear within the
+    bucket; in the +Inf bucket, the highest finite bound (a lower bound of the value)."""
+    bounds = sorted(((math.inf if le == "+Inf" else float(le)), n) for le, n in buckets.items())
+    if not bounds or bounds[-1][1] <= 0:
+        return None
+    rank = q * bounds[-1][1]
+    lower, below = 0.0, 0.0
+    for bound, n in bounds:
+        if n >= rank:
+            if math.isinf(bound):
+                return lower
+            return lower + (bound - lower) * ((rank - below) / (n - below) if n > below else 1)
+        lower, below = bound, n
+    return lower
+
+
+def bucket_max(buckets):
+    """The upper bound of the highest non-empty bucket: the longest claim took at most this (inf
+    when one outlasted the last finite bound)."""
+    bounds = sorted(((math.inf if le == "+Inf" else float(le)), n) for le, n in buckets.items())
+    if not bounds or bounds[-1][1] <= 0:
+        return None
+    return next(bound for bound, n in bounds if n >= bounds[-1][1])
+
+
+def minus(a, b):
+    return {le: n - b.get(le, 0) for le, n in a.items()}
+
+
+def ms(seconds, digits=2):
+    return None if seconds is None else (None if math.isinf(seconds) else round(seconds * 1000, digits))
+
+
+def burst(samples_path, start, *pairs):
+    """Figures of one burst run: the database's figures given as key=value (intake and drain
+    spans), the claim times of the whole run and per second, and a per-second series. The claim
+    times count from the first sample (baseline=first) or from the process start (baseline=zero:
+    the sampler started with the process)."""
+    start = float(start)
+    db = {k: parse_value(v) for k, v in (p.partition("=")[::2] for p in pairs)}
+    from_first = db.pop("baseline", "first") == "first"
+    rows = [json.loads(l) for l in open(samples_path) if l.strip()]
+    series = []
+    for a, b in zip(rows, rows[1:]):
+        dt = b["t"] - a["t"]
+        if dt <= 0:
+            continue
+        window = minus(b["claim_buckets"], a["claim_buckets"])
+        series.append({
+            "t": round(b["t"] - start, 1),
+            "intake_per_s": round((b["intake"] - a["intake"]) / dt, 1),
+            "drained_per_s": round((b["processed"] - a["processed"]) / dt, 1),
+            "unfinished": int(b["pending"] + b["processing"]),
+            "claims": int(b["claims"] - a["claims"]),
+            "claim_p50_ms": ms(bucket_quantile(0.5, window)),
+            "claim_p99_ms": ms(bucket_quantile(0.99, window)),
+        })
+    first = rows[0] if rows and from_first else {"claim_buckets": {}, "claims": 0}
+    last = minus(rows[-1]["claim_buckets"], first["claim_buckets"]) if rows else {}
+    p99s = [r["claim_p99_ms"] for r in series if r["claim_p99_ms"] is not None]
+    out = dict(db)
+    out.update({
+        "claims": int(rows[-1]["claims"] - first["claims"]) if rows else 0,
+        "claim_p50_ms": ms(bucket_quantile(0.5, last)),
+        "claim_p99_ms": ms(bucket_quantile(0.99, last)),
+        "claim_p99_max_ms": max(p99s) if p99s else None,
+        # at most this; null when a claim outlasted the last bucket (120 s)
+        "claim_max_ms": ms(bucket_max(last)),
+        "series": series,
+    })
+    print(json.dumps(out))
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -169,6 +308,8 @@ def report(raw_path, json_path, md_path):
     def wake_of(system, field):
         return rnd(median([r[field] for r in of("wake", system=system)]), 3)
 
+    burst_figures = burst_report(of("burst"))
+
     idle = lambda system: rnd(median([r["mb"] for r in of("rss_idle", system=system)]))
     peak = lambda system: rnd(max(drain_rss[system])) if drain_rss[system] else None
 
@@ -197,9 +338,10 @@ def report(raw_path, json_path, md_path):
         "rss_drain_mb": peak("outboxd"),
         "peer_rss_idle_mb": idle("peer"),
         "peer_rss_drain_mb": peak("peer"),
-        "versions": meta.get("versions", {}),
-        "settings": meta.get("settings", {}),
     }
+    result.update(burst_figures)
+    result["versions"] = meta.get("versions", {})
+    result["settings"] = meta.get("settings", {})
     result["targets"] = targets(result)
     result["runs"] = [r for r in rows if r["kind"] != "meta"]
     with open(json_path, "w") as f:
@@ -207,6 +349,46 @@ def report(raw_path, json_path, md_path):
         f.write("\n")
     with open(md_path, "w") as f:
         f.write(markdown(result))
+
+
+def burst_report(runs):
+    """The burst measure's figures: medians over the runs; the per-second series of the run with
+    the median overall drain rate."""
+    def rates(r):
+        b, p = r["burst"], r["preloaded"]
+        after_events = b["orders"] - b["during_events"]
+        return {
+            "intake": ratio(b["orders"], b["intake_seconds"]),
+            "during": ratio(b["during_events"], b["intake_seconds"]),
+            # nothing left at the end of the intake: the drain kept up, there is no "after"
+            "after": ratio(after_events, b["after_seconds"]) if after_events > 0 else None,
+            "overall": ratio(b["orders"], b["intake_seconds"] + max(b["after_seconds"], 0)),
+            "preloaded": ratio(p["events"], p["seconds"]),
+        }
+    per_run = [rates(r) for r in runs]
+    med = lambda k: median([x[k] for x in per_run])
+    of_burst = lambda k: median([r["burst"][k] for r in runs])
+    preloaded = med("preloaded")
+    drain = {k: rnd(med(k)) for k in ("during", "after", "overall")}
+    series = None
+    if runs:
+        overall = sorted(range(len(runs)), key=lambda i: per_run[i]["overall"] or 0)
+        series = runs[overall[len(runs) // 2]]["burst"]["series"]
+    max_ms = [r["burst"]["claim_max_ms"] for r in runs]
+    return {
+        "burst_orders": of_burst("orders"),
+        "burst_intake_orders_per_s": rnd(med("intake")),
+        "burst_drain_events_per_s": drain,
+        "burst_preloaded_drain_events_per_s": rnd(preloaded),
+        "burst_drain_ratio": {k: rnd(ratio(med(k), preloaded), 3) for k in drain},
+        "burst_claim_p50_ms": of_burst("claim_p50_ms"),
+        "burst_claim_p99_ms": of_burst("claim_p99_ms"),
+        # the worst second of any run, and the longest claim of any run (null: over 120 s)
+        "burst_claim_p99_max_ms": max([r["burst"]["claim_p99_max_ms"] or 0 for r in runs], default=None),
+        "burst_claim_max_ms": None if None in max_ms else max(max_ms, default=None),
+        "burst_preloaded_claim_p99_ms": median([r["preloaded"]["claim_p99_ms"] for r in runs]),
+        "burst_series": series,
+    }
 
 
 def targets(r):
@@ -231,6 +413,11 @@ def targets(r):
         "flat cost >= 0.9": at_least(r["flat_cost_ratio"], 0.9),
         "RSS idle <= 50 MB": at_most(r["rss_idle_mb"], 50),
         "RSS draining <= 100 MB": at_most(r["rss_drain_mb"], 100),
+        "burst: drain during and after >= 80% of pre-loaded": all_of(
+            [at_least(v, 0.8) for k, v in r["burst_drain_ratio"].items() if k != "overall"
+             and r["burst_drain_events_per_s"][k] is not None]),
+        "burst: claim p99 < 50 ms every second": None if r["burst_claim_p99_max_ms"] is None
+        else r["burst_claim_p99_max_ms"] < 50,
     }
 
 
@@ -298,10 +485,53 @@ def markdown(r):
         f"| outboxd peak RSS idle / draining | {f(r['rss_idle_mb'], ' MB')} / {f(r['rss_drain_mb'], ' MB')} |",
         f"| graphile-worker peak RSS idle / draining | {f(r['peer_rss_idle_mb'], ' MB')} / {f(r['peer_rss_drain_mb'], ' MB')} |",
         "",
+    ]
+    lines += burst_markdown(r)
+    lines += [
         "Settings: `" + json.dumps(s, sort_keys=True) + "`",
         "",
     ]
     return "\n".join(lines)
+
+
+def burst_markdown(r):
+    f = lambda v, unit="": "–" if v is None else f"{v:g}{unit}"
+    if r["burst_orders"] is None:
+        return []
+    d, q = r["burst_drain_events_per_s"], r["burst_drain_ratio"]
+    lines = [
+        f"## Burst ({f(r['burst_orders'])} orders posted by {r['settings'].get('intake_clients')} "
+        f"keep-alive connections into an idle outboxd that drains them as they come, after it "
+        f"drained as many pre-loaded; outbox.poolSize={r['settings'].get('burst_pool_size')})",
+        "",
+        "| measure | value |",
+        "|---|---|",
+        f"| intake | {f(r['burst_intake_orders_per_s'])} orders/s |",
+        f"| drain during the intake / after it / overall | {f(d['during'])} / {f(d['after'])} / "
+        f"{f(d['overall'])} events/s |",
+        f"| the same backlog pre-loaded | {f(r['burst_preloaded_drain_events_per_s'])} events/s, "
+        f"claim p99 {f(r['burst_preloaded_claim_p99_ms'], ' ms')} |",
+        f"| ratio to pre-loaded: during / after / overall | {f(q['during'])} / {f(q['after'])} / "
+        f"{f(q['overall'])} |",
+        f"| claim p50 / p99 over the burst | {f(r['burst_claim_p50_ms'], ' ms')} / "
+        f"{f(r['burst_claim_p99_ms'], ' ms')} |",
+        f"| claim p99 in the worst second / longest claim (at most) | "
+        f"{f(r['burst_claim_p99_max_ms'], ' ms')} / {f(r['burst_claim_max_ms'], ' ms')} |",
+        "",
+    ]
+    if r["burst_series"]:
+        lines += [
+            "Per second (the run with the median overall drain; t from the first request):",
+            "",
+            "| t (s) | intake/s | drained/s | unfinished | claims | claim p50 | claim p99 |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for x in r["burst_series"]:
+            lines.append(f"| {x['t']:g} | {x['intake_per_s']:g} | {x['drained_per_s']:g} | "
+                         f"{x['unfinished']} | {x['claims']} | {f(x['claim_p50_ms'], ' ms')} | "
+                         f"{f(x['claim_p99_ms'], ' ms')} |")
+        lines.append("")
+    return lines
 
 
 def check(path):
@@ -327,8 +557,10 @@ def emit(path, *pairs):
     record = {}
     for pair in pairs:
         key, _, value = pair.partition("=")
-        if value.startswith("@"):
+        if value.startswith("@") and key == "x":
             record.update(json.load(open(value[1:])))
+        elif value.startswith("@"):
+            record[key] = json.load(open(value[1:]))
         else:
             record[key] = parse_value(value)
     with open(path, "a") as f:
@@ -350,7 +582,8 @@ def meta(path, *pairs):
 
 if __name__ == "__main__":
     commands = {"ports": ports, "sim-config": sim_config, "pgbench-tps": pgbench_tps,
-                "wake": wake, "report": report, "check": check, "emit": emit, "meta": meta}
+                "wake": wake, "report": report, "check": check, "emit": emit, "meta": meta,
+                "sample": sample, "burst": burst}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])

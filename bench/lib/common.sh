@@ -136,7 +136,17 @@ start_peer() {
 
 stop_peer() { stop_pid "${PEER_PID:-}"; PEER_PID=; }
 
+# start_sampler FILE: lib/bench.py samples outboxd's /metrics every second into FILE.
+start_sampler() {
+  "$PYTHON" "$BENCH/lib/bench.py" sample "$OUTBOXD_URL" "$1" 2>>"$WORK/logs/sampler.log" &
+  SAMPLER_PID=$!
+}
+
+# stop_sampler: one last scrape, then the sampler ends.
+stop_sampler() { stop_pid "${SAMPLER_PID:-}"; SAMPLER_PID=; }
+
 stop_all() {
+  stop_sampler
   stop_outboxd
   stop_peer
   stop_pid "${SIM_PID:-}"

@@ -372,7 +372,8 @@ TEST_CASE("with LISTEN/NOTIFY off, the safety poll still delivers every event") 
 }
 
 TEST_CASE_FIXTURE(engine_fixture,
-                  "metrics count claims, processed events, calls by outcome and compensations") {
+                  "metrics count claims, processed events, calls by outcome and compensations "
+                  "and time the claims") {
   p.knobs(R"({"billing.charge":{"failNext":1,"failureStatus":400}})");
   p.create_order();
   auto failed = p.create_order();
@@ -394,4 +395,7 @@ TEST_CASE_FIXTURE(engine_fixture,
   CHECK(
       m.find("outboxd_destination_call_seconds_bucket{destination=\"inventory\",le=\"+Inf\"} 2") !=
       std::string::npos);
+  // every claim is timed, those that found nothing too
+  CHECK(m.find("outboxd_claim_seconds_bucket{queue=\"outbox\",le=\"0.05\"}") != std::string::npos);
+  CHECK(m.find("outboxd_claim_seconds_count{queue=\"dead_letter\"}") != std::string::npos);
 }

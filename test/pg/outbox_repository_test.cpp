@@ -1,11 +1,13 @@
 // The outbox's units of work on a real PostgreSQL: claiming (order, per-aggregate exclusion,
-// SKIP LOCKED), lease fencing, retries, dead-lettering, the reaper and retention.
+// SKIP LOCKED, a cost that follows the claim's size), lease fencing, retries, dead-lettering, the
+// reaper and retention.
 #include "persistence/dlq_repository.hpp"
 #include "persistence/outbox_repository.hpp"
 #include "test/support/test_db.hpp"
 
 #include <doctest/doctest.h>
 #include <pqxx/pqxx>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -61,6 +63,51 @@ struct fixture {
 
 std::string status_of(long long id) {
   return query_value(db(), "SELECT status FROM outbox_events WHERE id = " + std::to_string(id));
+}
+
+std::vector<long long> ids_of(const std::vector<persistence::claimed_event>& claimed) {
+  std::vector<long long> out;
+  for (const auto& e : claimed)
+    out.push_back(e.id);
+  return out;
+}
+
+/// Collects the notices the server sends on a connection.
+struct notices final : pqxx::errorhandler {
+  explicit notices(pqxx::connection_base& c) : pqxx::errorhandler(c) {}
+  bool operator()(const char message[]) noexcept override {
+    all.emplace_back(message);
+    return true;
+  }
+  std::vector<std::string> all;
+};
+
+/// The shared buffers (pages) the claim `run` makes on `conn` touches: auto_explain reports the
+/// plan of every statement with its buffers as a notice; the top node's counts are those of the
+/// whole statement.
+template <class Run> long long pages_of(pqxx::connection& conn, Run run) {
+  pqxx::nontransaction(conn).exec("LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0; "
+                                  "SET auto_explain.log_analyze = on; "
+                                  "SET auto_explain.log_buffers = on; "
+                                  "SET auto_explain.log_timing = off; "
+                                  "SET auto_explain.log_format = json; "
+                                  "SET auto_explain.log_level = notice");
+  notices got(conn);
+  run();
+  pqxx::nontransaction(conn).exec("SET auto_explain.log_min_duration = -1");
+  for (const auto& n : got.all) {
+    if (n.find("WITH RECURSIVE") == std::string::npos && n.find("FOR UPDATE") == std::string::npos)
+      continue;
+    long long pages = 0;
+    for (const char* key : {"Shared Hit Blocks", "Shared Read Blocks"}) {
+      std::smatch m;
+      REQUIRE(std::regex_search(n, m, std::regex(std::string("\"") + key + "\": ([0-9]+)")));
+      pages += std::stoll(m[1]); // the first is the top node's: its children come after it
+    }
+    return pages;
+  }
+  FAIL("no plan of the claim among the notices");
+  return 0;
 }
 
 } // namespace
@@ -120,6 +167,77 @@ TEST_CASE_FIXTURE(fixture, "an aggregate with a pending dead letter is not claim
   auto next = a.claim("a", 10, 60s);
   REQUIRE(next.size() == 1);
   CHECK(next[0].id == second);
+}
+
+TEST_CASE_FIXTURE(fixture, "a claim steps over held-back and locked events to the oldest others") {
+  auto first = add_event("1");
+  auto held_back = add_event("1", "OrderStatusUpdated"); // behind first
+  auto locked = add_event("2");
+  auto dead_lettered = add_event("3");
+  auto behind_letter = add_event("3", "!OrderCreated");
+  auto free1 = add_event("4");
+  auto free2 = add_event("5");
+  auto free3 = add_event("6");
+  exec("UPDATE outbox_events SET status = 'DEAD' WHERE id = " + std::to_string(dead_lettered));
+  exec("INSERT INTO dead_letter_events (original_event_id, aggregate_type, aggregate_id, "
+       "event_type, payloads, reason) VALUES (" +
+       std::to_string(dead_lettered) +
+       ", 'order', '3', 'OrderCreated', '{}', 'NON_RETRYABLE_ERROR')");
+  // another claim holds `locked` for the length of this test's claims
+  pqxx::connection other(db());
+  pqxx::work holder(other);
+  holder.exec("SELECT id FROM outbox_events WHERE id = " + std::to_string(locked) + " FOR UPDATE");
+
+  auto claimed = a.claim("a", 3, 60s);
+  CHECK(ids_of(claimed) == std::vector<long long>{first, free1, free2});
+  CHECK(ids_of(a.claim("a", 10, 60s)) == std::vector<long long>{free3});
+  holder.commit();
+  CHECK(ids_of(a.claim("a", 10, 60s)) == std::vector<long long>{locked});
+  REQUIRE(a.complete(claimed[0], std::nullopt));
+  CHECK(ids_of(a.claim("a", 10, 60s)) == std::vector<long long>{held_back});
+  CHECK(status_of(behind_letter) == "PENDING"); // the dead letter is still PENDING
+}
+
+TEST_CASE_FIXTURE(fixture, "claims take exactly their limit, oldest first, one after the other") {
+  std::vector<long long> ids;
+  for (int i = 0; i < 20; ++i)
+    ids.push_back(add_event(std::to_string(100 + i)));
+  CHECK(a.claim("a", 0, 60s).empty());
+  std::vector<long long> got;
+  for (int round = 0; round < 3; ++round) {
+    auto c = ids_of(a.claim("a", 7, 60s));
+    CHECK(c.size() == (round < 2 ? 7u : 6u));
+    got.insert(got.end(), c.begin(), c.end());
+  }
+  CHECK(got == ids);
+  CHECK(a.claim("a", 7, 60s).empty());
+}
+
+TEST_CASE_FIXTURE(fixture, "a claim touches pages in proportion to its size, not to the backlog, "
+                           "on statistics taken while the backlog was empty") {
+  // A quiet table: history only, and the statistics say so.
+  exec("INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payloads, "
+       "idempotency_key, status, processed_at) SELECT 'order', 'h' || g, 'OrderCreated', '{}', "
+       "'h' || g, 'PROCESSED', now() FROM generate_series(1, 2000) g");
+  exec("ANALYZE outbox_events, dead_letter_events, aggregate_results");
+  // Then a burst: 3000 events of 1000 orders (two of every three held back behind the first),
+  // and the first 50 run already.
+  exec("INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payloads, "
+       "idempotency_key) SELECT 'order', (g % 1000)::text, 'OrderCreated', '{}', 'b' || g "
+       "FROM generate_series(0, 2999) g");
+  for (const auto& e : a.claim("a", 50, 60s))
+    REQUIRE(a.complete(e, std::nullopt));
+  auto oldest =
+      std::stoll(query_value(db(), "SELECT min(id) FROM outbox_events WHERE status = 'PENDING'"));
+
+  auto pages = pages_of(conn_b, [&] { REQUIRE(b.claim("test", 10, 60s).size() == 10); });
+  // 10 rows updated (heap and each index) and 10 steps of the walk with their probes: a few
+  // hundred pages. A plan that scans the unfinished events per candidate, or sorts the backlog,
+  // touches tens of thousands.
+  CHECK(pages < 1500);
+  CHECK(query_value(db(), "SELECT count(*) || ' ' || min(id) || ' ' || max(id) FROM outbox_events "
+                          "WHERE lease_owner = 'test'") ==
+        "10 " + std::to_string(oldest) + " " + std::to_string(oldest + 9));
 }
 
 TEST_CASE_FIXTURE(fixture, "concurrent claimers get disjoint events") {
@@ -361,6 +479,32 @@ TEST_CASE_FIXTURE(fixture, "dead letters are claimed with a lease and fenced lik
   CHECK(dlq_a.fail(third[0], "shipping.revert: HTTP 400"));
   CHECK(query_value(db(), "SELECT status || ' ' || revert_error FROM dead_letter_events") ==
         "FAILED shipping.revert: HTTP 400");
+}
+
+TEST_CASE_FIXTURE(fixture, "a dead letter waits for an earlier unfinished event of its aggregate "
+                           "and the claim steps over it") {
+  auto earlier = add_event("20");
+  auto e = a.claim("a", 10, 60s); // earlier is being run
+  REQUIRE(ids_of(e) == std::vector<long long>{earlier});
+  auto failed = add_event("20", "OrderStatusUpdated");
+  auto other = add_event("21");
+  exec("UPDATE outbox_events SET status = 'DEAD' WHERE id IN (" + std::to_string(failed) + ", " +
+       std::to_string(other) + ")");
+  for (auto [event, aggregate] : {std::pair{failed, "20"}, std::pair{other, "21"}})
+    exec("INSERT INTO dead_letter_events (original_event_id, aggregate_type, aggregate_id, "
+         "event_type, payloads, reason) VALUES (" +
+         std::to_string(event) + ", 'order', '" + aggregate +
+         "', 'OrderCreated', '{}', 'NON_RETRYABLE_ERROR')");
+  persistence::dlq_repository dlq(conn_a, {});
+  auto got = dlq.claim("dlq", 10, 60s);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].original_event_id == other);
+  CHECK(dlq.claim("dlq", 10, 60s).empty());
+  REQUIRE(a.complete(e[0], std::nullopt));
+  CHECK(dlq.claim("dlq", 0, 60s).empty());
+  auto next = dlq.claim("dlq", 10, 60s);
+  REQUIRE(next.size() == 1);
+  CHECK(next[0].original_event_id == failed);
 }
 
 TEST_CASE("the order hooks move the order inside the completing transaction") {

@@ -46,6 +46,7 @@ CONC_LATENCY20=${BENCH_CONC_LATENCY20-$d_lat20}   # ... and with 20 ms per call
 SLOW_LATENCY=${BENCH_SLOW_LATENCY:-20}            # that latency (ms): another one is reported as such
 CALLS_IN_FLIGHT=${BENCH_CALLS_IN_FLIGHT:-16}      # outboxd: calls in flight per processor; a drain at
                                                   # concurrency C runs ceil(C / this) processors
+                                                  # (0: C processors, for binaries without the key)
 HISTORY=${BENCH_HISTORY:-$d_history}              # PROCESSED events of the flat-cost drain (0 = skip)
 FLAT_CONCURRENCY=${BENCH_FLAT_CONCURRENCY:-16}    # concurrency of the flat-cost drain (latency 0)
 WAKE_ORDERS=${BENCH_WAKE_ORDERS:-$d_wake}         # orders of the wake-up measure ...
@@ -179,9 +180,13 @@ drain() {
   first=$(q bench "SELECT min(id) FROM ${s}orders WHERE order_status = 'PENDING'")
   total=$(q bench "SELECT count(*) FROM ${s}orders WHERE order_status = 'PENDING'")
   if [[ "$system" == outboxd ]]; then
-    # concurrency = calls in flight: as few processors (threads) as carry them
-    local pool=$(( (conc + CALLS_IN_FLIGHT - 1) / CALLS_IN_FLIGHT ))
-    start_outboxd bench --set outbox.poolSize="$pool" --set outbox.callsInFlight="$(( (conc + pool - 1) / pool ))"
+    if [[ "$CALLS_IN_FLIGHT" -gt 0 ]]; then
+      # concurrency = calls in flight: as few processors (threads) as carry them
+      local pool=$(( (conc + CALLS_IN_FLIGHT - 1) / CALLS_IN_FLIGHT ))
+      start_outboxd bench --set outbox.poolSize="$pool" --set outbox.callsInFlight="$(( (conc + pool - 1) / pool ))"
+    else # a binary from before outbox.callsInFlight: one processor per call in flight
+      start_outboxd bench --set outbox.poolSize="$conc"
+    fi
     wait_drained outboxd
     rss=$(rss_mb "$OUTBOXD_PID" VmHWM)
     stop_outboxd

@@ -1,10 +1,15 @@
-// The claim loop both processors run: claim a batch, run it one item per message (so the mailbox,
-// and with it shutdown, is served between items), claim again; idle until a wake-up or the next
-// due retry. A lost database connection drops the batch and retries after the shared backoff.
+// The claim loop both processors run: claim, start runs while fewer than the processor's cap are
+// in flight, drive their calls for a short slice, then let the mailbox (stop, wake-ups) be served
+// before the next slice (a process message to itself); claim again when the claimed ones have all
+// started and there is room. Idle until a wake-up or the next due retry. A lost database
+// connection drops the unstarted claims and retries after the shared backoff.
 #pragma once
 
+#include "actors/call_driver.hpp"
 #include "actors/messages.hpp"
+#include "actors/task.hpp"
 #include "log/log.hpp"
+#include "metrics/metrics.hpp"
 
 #include <algorithm>
 #include <caf/all.hpp>
@@ -12,6 +17,9 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,19 +29,33 @@ namespace outboxd::actors {
 
 /// The loop of one processor. `Work` says what is claimed and how one item is run:
 ///   using item = ...;
-///   std::vector<item> claim();                            // the next batch (may throw)
+///   static constexpr const char* queue;                   // label of the claim-time histogram
+///   std::vector<item> claim(int room);                    // the next claim (may throw); `room`
+///                                                         // is how many more runs fit now
 ///   void claimed(const std::vector<item>&);               // after each claim, empty ones too
 ///   std::optional<std::chrono::milliseconds> next_due_in(); // the earliest delayed item
-///   void run(const item&);                                 // one item, start to finish
-///   bool release(const item&);                             // hand an unstarted claim back
+///   task<void> run(const item&);                          // one item, start to finish
+///   bool release(const item&);                            // hand an unstarted claim back
 /// The loop lives in the actor's state; the actor forwards wake-ups, ticks, process messages
 /// and its stop to it.
 template <class Work> class claim_loop {
 public:
   using item = typename Work::item;
+  using clock = std::chrono::steady_clock;
+  /// How long one slice drives the calls before the mailbox is served again.
+  static constexpr std::chrono::milliseconds slice{50};
 
-  claim_loop(caf::event_based_actor* self, context_ptr ctx, std::string tag, Work work)
-      : self_(self), ctx_(std::move(ctx)), tag_(std::move(tag)), work_(std::move(work)) {}
+  /// `driver` carries the runs' calls (the work's runner uses the same one); at most
+  /// `calls_in_flight` items run at once.
+  claim_loop(caf::event_based_actor* self, context_ptr ctx, std::string tag,
+             std::unique_ptr<call_driver> driver, Work work, int calls_in_flight)
+      : self_(self), ctx_(std::move(ctx)), tag_(std::move(tag)), driver_(std::move(driver)),
+        work_(std::move(work)), cap_(std::max(1, calls_in_flight)) {}
+
+  /// Runs still in flight end where they wait (their leases expire; the reaper hands them on).
+  ~claim_loop() { driver_->cancel_all(); }
+  claim_loop(const claim_loop&) = delete;
+  claim_loop& operator=(const claim_loop&) = delete;
 
   /// Logs a crash under the processor's tag; the exception ends the actor.
   void install_crash_handler() {
@@ -47,64 +69,64 @@ public:
     });
   }
 
-  /// Claims, unless stopping or a batch is still being run.
+  /// Work may be waiting: claim at the next chance.
   void claim() {
-    if (stopping_ || ctx_->stopping || !batch_.empty())
-      return;
-    guarded([&] {
-      auto claimed = work_.claim();
-      work_.claimed(claimed);
-      if (claimed.empty()) {
-        const auto poll = ctx_->settings.outbox.poll_interval;
-        auto next = work_.next_due_in();
-        schedule(next ? std::min(*next + std::chrono::milliseconds(1), poll) : poll);
-        return;
-      }
-      batch_.assign(claimed.begin(), claimed.end());
-      self_->send(self_, process_atom::value);
-    });
+    claim_wanted_ = true;
+    kick();
   }
 
   /// A timer fired: claims unless a later timer replaced it.
   void tick(std::uint64_t timer) {
-    if (timer == timer_)
+    if (timer == timer_) {
+      backoff_until_.reset();
       claim();
+    }
   }
 
-  /// Runs the next item of the batch (hands it back once shutdown began), or claims when the
-  /// batch is done.
+  /// One slice: start what fits, claim when the claimed ones have all started, drive the calls.
   void process_next() {
-    if (batch_.empty()) {
-      claim();
+    driving_ = false;
+    if (stopping_) {
+      if (running_.empty() || clock::now() >= stop_deadline_)
+        return finish_stop();
+    } else {
+      start_runs();
+      if (queue_.empty() && claim_now())
+        start_runs();
+    }
+    if (running_.empty()) {
+      // Everything claimed ended at once (held back, nothing to deliver): claim again, as after
+      // a batch. Otherwise idle: a wake-up or a timer brings the next claim.
+      if (!stopping_ && claim_wanted_ && !backoff_until_ && !ctx_->stopping)
+        kick();
       return;
     }
-    auto next = std::move(batch_.front());
-    batch_.pop_front();
-    bool ran = guarded([&] {
-      if (ctx_->stopping)
-        work_.release(next);
-      else
-        work_.run(next);
-    });
-    if (ran)
-      self_->send(self_, process_atom::value);
+    driver_->drive(slice);
+    reap();
+    kick();
   }
 
-  /// Stops claiming and hands the unstarted claims back; how many were handed back, or nullopt
-  /// when none were held.
-  std::optional<int> stop() {
+  /// Stops claiming and starting, hands the unstarted claims back, and calls `stopped` once the
+  /// runs in flight have ended (they finish their call and stop at the next step), or when
+  /// `timeout` passed (then they are dropped where they wait; their leases expire).
+  void stop(std::chrono::milliseconds timeout, std::function<void()> stopped) {
     stopping_ = true;
-    if (batch_.empty())
-      return std::nullopt;
-    int released = 0;
-    try {
-      for (const auto& i : batch_)
-        released += work_.release(i) ? 1 : 0;
-    } catch (const std::exception& e) {
-      log::warn(tag_, "could not hand back claims (their leases will expire): {}", e.what());
+    if (!queue_.empty()) {
+      int released = 0;
+      try {
+        for (const auto& i : queue_)
+          released += work_.release(i) ? 1 : 0;
+      } catch (const std::exception& e) {
+        log::warn(tag_, "could not hand back claims (their leases will expire): {}", e.what());
+      }
+      queue_.clear();
+      log::info(tag_, "handed back {} unstarted claim(s)", released);
     }
-    batch_.clear();
-    return released;
+    on_stopped_ = std::move(stopped);
+    stop_deadline_ = clock::now() + timeout;
+    if (!running_.empty())
+      log::info(tag_, "waiting for {} run(s) in flight to end", running_.size());
+    kick();
   }
 
   bool stopping() const { return stopping_; }
@@ -112,20 +134,132 @@ public:
   Work& work() { return work_; }
 
 private:
-  /// Runs `f`; a lost connection drops the batch (the leases expire and the reaper hands the
-  /// claims to a worker that can reach the database) and retries later. False when it did.
-  template <class F> bool guarded(F&& f) {
+  /// Starts runs from the claimed queue while there is room.
+  void start_runs() {
+    while (!queue_.empty() && static_cast<int>(running_.size()) < cap_ && !backoff_until_) {
+      if (ctx_->stopping) {
+        stop_claims_on_shutdown();
+        return;
+      }
+      const auto id = ++next_run_;
+      auto& it = *running_.emplace(id, std::make_unique<item>(std::move(queue_.front())))
+                      .first->second;
+      queue_.pop_front();
+      driver_->spawn(work_.run(it), [this, id](std::exception_ptr error) {
+        ended_.emplace_back(id, error);
+      });
+    }
+    reap();
+  }
+
+  /// The engine began to stop before this processor heard of it: unstarted claims go back.
+  void stop_claims_on_shutdown() {
+    guarded([&] {
+      while (!queue_.empty()) {
+        work_.release(queue_.front());
+        queue_.pop_front();
+      }
+    });
+  }
+
+  /// Claims when asked to and there is room enough (a quarter of the cap while runs are in
+  /// flight, so that claims stay batches). True when something was claimed.
+  bool claim_now() {
+    if (!claim_wanted_ || ctx_->stopping || backoff_until_)
+      return false;
+    const int room = cap_ - static_cast<int>(running_.size());
+    if (room <= 0 || (!running_.empty() && room < std::max(1, cap_ / 4)))
+      return false;
+    bool got = false;
+    guarded([&] {
+      const auto started = clock::now();
+      auto claimed = work_.claim(room);
+      metrics::global().claim_seconds.observe(
+          {{"queue", Work::queue}},
+          std::chrono::duration<double>(clock::now() - started).count());
+      work_.claimed(claimed);
+      if (claimed.empty()) {
+        claim_wanted_ = false;
+        const auto poll = ctx_->settings.outbox.poll_interval;
+        auto next = work_.next_due_in();
+        schedule(next ? std::min(*next + std::chrono::milliseconds(1), poll) : poll);
+        return;
+      }
+      queue_.assign(std::make_move_iterator(claimed.begin()),
+                    std::make_move_iterator(claimed.end()));
+      got = true;
+    });
+    return got;
+  }
+
+  /// Forgets the runs that ended. A lost connection ends only its run (the claim loop backs off);
+  /// any other exception crashes the actor, as it did the run.
+  void reap() {
+    auto ended = std::move(ended_);
+    ended_.clear();
+    std::exception_ptr crash;
+    for (auto& [id, error] : ended) {
+      running_.erase(id);
+      claim_wanted_ = true;
+      if (!error)
+        continue;
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        if (!persistence::is_connection_loss(e)) {
+          crash = error;
+          continue;
+        }
+        connection_lost(e);
+      } catch (...) {
+        crash = error;
+      }
+    }
+    if (crash)
+      std::rethrow_exception(crash);
+  }
+
+  /// Runs `f`; a lost connection drops the unstarted claims and retries later.
+  template <class F> void guarded(F&& f) {
     try {
       f();
-      return true;
     } catch (const std::exception& e) {
       if (!persistence::is_connection_loss(e))
         throw;
-      ctx_->db->lost(tag_, e);
-      batch_.clear();
-      schedule(ctx_->db->retry_in());
-      return false;
+      connection_lost(e);
     }
+  }
+
+  /// The unstarted claims are dropped (their leases expire and the reaper hands them to a worker
+  /// that can reach the database); the runs in flight go on, each fenced by its lease token, and
+  /// each one the loss reaches ends there.
+  void connection_lost(const std::exception& e) {
+    ctx_->db->lost(tag_, e);
+    queue_.clear();
+    if (!backoff_until_) {
+      const auto delay = ctx_->db->retry_in();
+      backoff_until_ = clock::now() + delay;
+      schedule(delay);
+    }
+  }
+
+  void finish_stop() {
+    if (!running_.empty()) {
+      log::warn(tag_, "{} run(s) still in flight at the shutdown timeout, dropped (their leases "
+                      "expire)",
+                running_.size());
+      driver_->cancel_all();
+      running_.clear();
+    }
+    if (auto stopped = std::exchange(on_stopped_, nullptr))
+      stopped();
+  }
+
+  void kick() {
+    if (driving_)
+      return;
+    driving_ = true;
+    self_->send(self_, process_atom::value);
   }
 
   void schedule(std::chrono::milliseconds delay) {
@@ -135,10 +269,20 @@ private:
   caf::event_based_actor* self_;
   context_ptr ctx_;
   std::string tag_;
+  std::unique_ptr<call_driver> driver_;
   Work work_;
-  std::deque<item> batch_;
+  const int cap_;
+  std::deque<item> queue_;                               // claimed, not started
+  std::map<std::uint64_t, std::unique_ptr<item>> running_; // started, by run id (stable addresses)
+  std::vector<std::pair<std::uint64_t, std::exception_ptr>> ended_;
+  std::uint64_t next_run_ = 0;
   std::uint64_t timer_ = 0;
+  std::optional<clock::time_point> backoff_until_; // after a lost connection
+  bool claim_wanted_ = true;
+  bool driving_ = false; // a process message is on its way
   bool stopping_ = false;
+  clock::time_point stop_deadline_;
+  std::function<void()> on_stopped_;
 };
 
 } // namespace outboxd::actors

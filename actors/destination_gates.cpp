@@ -5,13 +5,13 @@
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
 
-#include <thread>
+#include <algorithm>
 
 namespace outboxd::actors {
 namespace {
 
 using std::chrono::milliseconds;
-using clock = std::chrono::steady_clock;
+using clock = destination_gates::clock;
 
 milliseconds until(clock::time_point at, clock::time_point now) {
   return std::max(milliseconds{1}, std::chrono::ceil<milliseconds>(at - now));
@@ -37,7 +37,6 @@ struct destination_gates::gate {
   const double rate_per_second;
   const int threshold;
   mutable std::mutex mutex;
-  std::condition_variable slot_freed;
   domain::circuit_breaker breaker;
   std::optional<domain::token_bucket> bucket;
   int in_flight = 0;
@@ -53,7 +52,8 @@ destination_gates::destination_gates(const domain::routing_table& routing) {
 destination_gates::~destination_gates() = default;
 
 destination_gates::permit::permit(permit&& other) noexcept
-    : owner_(other.owner_), gate_(other.gate_), probe_(other.probe_), reported_(other.reported_) {
+    : owner_(other.owner_), gate_(other.gate_), probe_(other.probe_),
+      not_before_(other.not_before_), reported_(other.reported_) {
   other.gate_ = nullptr;
 }
 
@@ -69,15 +69,16 @@ bool destination_gates::permit::report(domain::attempt_outcome outcome) {
   return owner_->finish(*gate_, probe_, outcome) == domain::breaker_state::closed;
 }
 
-std::variant<destination_gates::permit, destination_gates::hold>
-destination_gates::enter(const std::string& name, const std::string& who) {
+std::variant<destination_gates::permit, destination_gates::hold, destination_gates::retry>
+destination_gates::try_enter(const std::string& name, const std::string& who,
+                             clock::time_point give_up_at) {
   auto found = gates_.find(name);
   if (found == gates_.end())
     return permit(this, nullptr, false); // not a configured destination: nothing to guard
   gate& g = *found->second;
   auto& held_total = metrics::global().calls_held;
   std::unique_lock lock(g.mutex);
-  auto now = clock::now();
+  const auto now = clock::now();
   auto held = [&](const char* kind, milliseconds delay, std::string reason) {
     ++g.held;
     held_total.inc({{"destination", g.name}, {"reason", kind}});
@@ -88,41 +89,42 @@ destination_gates::enter(const std::string& name, const std::string& who) {
   if (!admission.allowed)
     return held("breaker", until(admission.retry_at, now),
                 fmt::format("{}: circuit {}", g.name, domain::to_string(g.breaker.state())));
+  // A probe that cannot go now gives its turn back: the next ask may probe again.
+  auto not_now = [&] {
+    if (admission.probe)
+      g.breaker.abandon_probe();
+  };
+  if (g.max_concurrency > 0 && g.in_flight >= g.max_concurrency) {
+    not_now();
+    if (now >= give_up_at)
+      return held("concurrency", max_limit_wait,
+                  fmt::format("{}: maxConcurrency {} calls in flight", g.name, g.max_concurrency));
+    return retry{std::min(now + slot_poll, give_up_at)};
+  }
+  std::optional<clock::time_point> start_at;
+  if (g.bucket) {
+    start_at = g.bucket->take(now, max_limit_wait);
+    if (!start_at) {
+      not_now();
+      return held("rate", until(g.bucket->next_token(now), now),
+                  fmt::format("{}: ratePerSecond {} reached", g.name, g.rate_per_second));
+    }
+    if (*start_at <= now)
+      start_at.reset();
+  }
+  ++g.in_flight;
+  lock.unlock();
   if (admission.probe) {
     metrics::global().breaker_transitions.inc({{"destination", g.name}, {"state", "half_open"}});
     log::info(who, "destination {}: circuit half-open, this call probes it", g.name);
   }
-  auto give_up = [&](const char* kind, milliseconds delay, std::string reason) {
-    if (admission.probe)
-      g.breaker.abandon_probe();
-    return held(kind, delay, std::move(reason));
-  };
-
-  if (g.max_concurrency > 0 && !g.slot_freed.wait_for(lock, max_limit_wait, [&g] {
-        return g.in_flight < g.max_concurrency;
-      }))
-    return give_up("concurrency", max_limit_wait,
-                   fmt::format("{}: maxConcurrency {} calls in flight", g.name, g.max_concurrency));
-  std::optional<clock::time_point> start_at;
-  if (g.bucket) {
-    now = clock::now();
-    start_at = g.bucket->take(now, max_limit_wait);
-    if (!start_at)
-      return give_up("rate", until(g.bucket->next_token(now), now),
-                     fmt::format("{}: ratePerSecond {} reached", g.name, g.rate_per_second));
-  }
-  ++g.in_flight;
-  lock.unlock();
-  if (start_at)
-    std::this_thread::sleep_until(*start_at); // the token promised to this call
-  return permit(this, &g, admission.probe);
+  return permit(this, &g, admission.probe, start_at);
 }
 
 std::optional<domain::breaker_state>
 destination_gates::finish(gate& g, bool probe, std::optional<domain::attempt_outcome> outcome) {
   std::unique_lock lock(g.mutex);
   --g.in_flight;
-  g.slot_freed.notify_one();
   if (!outcome) {
     if (probe)
       g.breaker.abandon_probe();

@@ -9,7 +9,6 @@
 #include "domain/routing.hpp"
 
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,8 +22,11 @@ class destination_gates {
   struct gate;
 
 public:
+  using clock = std::chrono::steady_clock;
   /// How long a call may wait for a free slot or a token before its run is held back instead.
   static constexpr std::chrono::milliseconds max_limit_wait{1000};
+  /// How soon a call that found no free slot asks again.
+  static constexpr std::chrono::milliseconds slot_poll{10};
 
   explicit destination_gates(const domain::routing_table& routing);
   ~destination_gates();
@@ -40,14 +42,18 @@ public:
     ~permit();
     /// Reports the call's outcome; true when it closed the circuit (a probe succeeded).
     bool report(domain::attempt_outcome outcome);
+    /// When the call may start: the rate token it took comes then (nullopt: at once).
+    std::optional<clock::time_point> not_before() const { return not_before_; }
 
   private:
     friend class destination_gates;
-    permit(destination_gates* owner, gate* g, bool probe)
-        : owner_(owner), gate_(g), probe_(probe) {}
+    permit(destination_gates* owner, gate* g, bool probe,
+           std::optional<clock::time_point> not_before = std::nullopt)
+        : owner_(owner), gate_(g), probe_(probe), not_before_(not_before) {}
     destination_gates* owner_;
     gate* gate_;
     bool probe_;
+    std::optional<clock::time_point> not_before_;
     bool reported_ = false;
   };
 
@@ -57,9 +63,18 @@ public:
     std::string reason; // e.g. "billing: circuit open (5 failed calls in a row)"
   };
 
-  /// Asks to call destination `name` (a revert asks for its destination). Waits up to
-  /// max_limit_wait for a slot or a token. `who` tags the log lines.
-  std::variant<permit, hold> enter(const std::string& name, const std::string& who);
+  /// No free slot now: ask again at `at`.
+  struct retry {
+    clock::time_point at;
+  };
+
+  /// Asks to call destination `name` (a revert asks for its destination) without waiting: a
+  /// permit (start the call at its not_before(), a token at most max_limit_wait away), a hold,
+  /// or, while every slot is taken and `give_up_at` has not passed, when to ask again. A caller
+  /// passes the same `give_up_at` (its first ask + max_limit_wait) on every ask of one call.
+  /// `who` tags the log lines.
+  std::variant<permit, hold, retry> try_enter(const std::string& name, const std::string& who,
+                                              clock::time_point give_up_at);
 
   /// Every destination's state now.
   std::vector<domain::destination_health> health() const;

@@ -1,5 +1,5 @@
-// dlq-processor-N: the claim loop over dead letters, compensating each (LIFO reverts of the
-// original event's successful calls). All reverted → PROCESSED and the order FAILED (or
+// dlq-processor-N: the claim loop over dead letters, compensating one at a time (LIFO reverts of
+// the original event's successful calls). All reverted → PROCESSED and the order FAILED (or
 // CANCELLED); retryable trouble → backoff up to dlq.maxRetries; otherwise FAILED and the order
 // ATTENTION.
 #include "actors/claim_loop.hpp"
@@ -22,30 +22,26 @@ using std::chrono::milliseconds;
 class dlq_work {
 public:
   using item = persistence::claimed_dead_letter;
+  static constexpr const char* queue = "dead_letter";
 
-  dlq_work(context_ptr ctx, std::string tag)
+  dlq_work(context_ptr ctx, std::string tag, call_driver& driver)
       : ctx_(std::move(ctx)), tag_(std::move(tag)),
-        runner_(std::make_unique<event_runner>(*ctx_, tag_)) {}
+        runner_(std::make_unique<event_runner>(*ctx_, tag_, driver)) {}
 
-  std::vector<item> claim() {
+  /// A batch, compensated one at a time (the cap is 1).
+  std::vector<item> claim(int) {
     const auto& s = ctx_->settings.outbox;
-    auto db = repo();
-    auto started = std::chrono::steady_clock::now();
-    auto claimed = db->claim(tag_, s.batch_size, s.lease_timeout);
-    metrics::global().claim_seconds.observe(
-        {{"queue", "dead_letter"}},
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-    return claimed;
+    return repo()->claim(tag_, s.batch_size, s.lease_timeout);
   }
   void claimed(const std::vector<item>&) {}
   std::optional<milliseconds> next_due_in() { return repo()->next_due_in(); }
   /// Compensates `d`; a database error other than a lost connection fails this attempt
   /// (fail()) instead of the worker.
-  void run(const item& d);
+  task<void> run(const item& d);
   bool release(const item& d) { return repo()->release(d); }
 
 private:
-  void compensate(const item& d);
+  task<void> compensate(const item& d);
   /// Renews the dead letter's lease before a call that would outlive most of it.
   lease_keeper lease_of(const item& d);
   /// Fails compensation attempt d.attempts+1 for `cause`: retried while dlq.maxRetries lasts,
@@ -64,9 +60,9 @@ private:
   std::unique_ptr<event_runner> runner_;
 };
 
-void dlq_work::run(const item& d) {
+task<void> dlq_work::run(const item& d) {
   try {
-    compensate(d);
+    co_await compensate(d);
   } catch (const pqxx::failure& error) {
     // As for events: a database error fails this dead letter's attempt, not the worker.
     if (persistence::is_connection_loss(error))
@@ -120,7 +116,7 @@ lease_keeper dlq_work::lease_of(const item& d) {
                         [this, &d, lease] { return repo()->extend_lease(d, lease); });
 }
 
-void dlq_work::compensate(const item& d) {
+task<void> dlq_work::compensate(const item& d) {
   const int attempt = d.attempts + 1;
   // A redriven failed cancellation compensates the event it cancels; any other dead letter
   // compensates its own event.
@@ -134,25 +130,29 @@ void dlq_work::compensate(const item& d) {
   log::info(tag_, "dead letter {} (event {} {} {} {}, {}): compensating, attempt {}", d.id,
             d.original_event_id, d.event_type, d.aggregate_type, d.aggregate_id, d.reason, attempt);
   compensation_result r;
-  if (original)
-    r = runner_->compensate(*original, d.aggregate_id, d.event_type, attempt, lease_of(d));
+  if (original) {
+    auto keep_lease = lease_of(d);
+    r = co_await runner_->compensate(*original, d.aggregate_id, d.event_type, attempt, keep_lease);
+  }
   switch (r.what) {
   case compensation_result::kind::interrupted:
     repo()->release(d);
-    return;
+    co_return;
   case compensation_result::kind::lease_lost:
     log::warn(tag_, "dead letter {}: lease lost; another worker owns it now", d.id);
     metrics::global().leases_lost.inc();
-    return;
+    co_return;
   case compensation_result::kind::held: {
     auto decision =
         runner_->after_hold(domain::run_kind::compensation, r.destination, d.failing_for, r.hold);
-    if (decision.give_up)
-      return carry_out(d, *decision.give_up, r.destination + ".revert: " + r.hold.reason);
+    if (decision.give_up) {
+      carry_out(d, *decision.give_up, r.destination + ".revert: " + r.hold.reason);
+      co_return;
+    }
     if (repo()->postpone(d, decision.delay, held_error(r.hold.reason)))
       log::info(tag_, "dead letter {}: held back ({}), due again in {}ms; no retry spent", d.id,
                 r.hold.reason, decision.delay.count());
-    return;
+    co_return;
   }
   case compensation_result::kind::done:
     if (repo()->resolve(d, outcome, d.last_error)) {
@@ -161,7 +161,7 @@ void dlq_work::compensate(const item& d) {
                 d.aggregate_type, d.aggregate_id,
                 cancellation ? "cancelled" : "failed: " + d.last_error);
     }
-    return;
+    co_return;
   case compensation_result::kind::failed:
     break;
   }
@@ -180,7 +180,10 @@ using dlq_actor = caf::stateful_actor<dlq_state>;
 
 caf::behavior dlq_processor(dlq_actor* self, context_ptr ctx, int index, caf::actor supervisor) {
   auto tag = fmt::format("dlq-processor-{}", index + 1);
-  self->state.loop.emplace(self, ctx, tag, dlq_work(ctx, tag));
+  // One compensation at a time: a dead letter is rare, and its reverts are few.
+  auto driver = std::make_unique<call_driver>();
+  auto& calls = *driver;
+  self->state.loop.emplace(self, ctx, tag, std::move(driver), dlq_work(ctx, tag, calls), 1);
   self->state.loop->install_crash_handler();
   self->send(supervisor, register_atom::value, index, caf::actor_cast<caf::actor>(self));
   self->send(self, wake_atom::value);
@@ -190,10 +193,13 @@ caf::behavior dlq_processor(dlq_actor* self, context_ptr ctx, int index, caf::ac
       [self](sweep_atom) { self->state.loop->claim(); },
       [self](tick_atom, std::uint64_t timer) { self->state.loop->tick(timer); },
       [self](process_atom) { self->state.loop->process_next(); },
-      [self](stop_atom) {
-        self->state.loop->stop();
-        self->quit();
-        return true;
+      [self, ctx](stop_atom) -> caf::result<bool> {
+        auto rp = self->make_response_promise<bool>();
+        self->state.loop->stop(ctx->settings.outbox.shutdown_timeout / 2, [self, rp]() mutable {
+          rp.deliver(true);
+          self->quit();
+        });
+        return rp;
       },
   };
 }

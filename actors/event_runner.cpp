@@ -88,8 +88,8 @@ void fill_response(persistence::attempt_row& row, const client::call_result& r,
 
 } // namespace
 
-event_runner::event_runner(const engine_context& ctx, std::string actor_name)
-    : ctx_(ctx), name_(std::move(actor_name)), rng_(std::random_device{}()) {}
+event_runner::event_runner(const engine_context& ctx, std::string actor_name, call_driver& driver)
+    : ctx_(ctx), name_(std::move(actor_name)), driver_(driver), rng_(std::random_device{}()) {}
 
 domain::retry_budget event_runner::budget(domain::run_kind run,
                                           const std::string& destination) const {
@@ -156,22 +156,33 @@ compensation_result compensation_result::stopped(const not_called& why, std::str
   return out;
 }
 
-std::variant<client::call_result, not_called>
+task<std::variant<client::call_result, not_called>>
 event_runner::call_through_gate(const std::string& destination, const client::call_request& req,
                                 const lease_keeper& keep_lease) {
-  auto pass = ctx_.gates->enter(destination, name_);
-  if (auto* held = std::get_if<destination_gates::hold>(&pass))
-    return not_called{std::move(*held)};
-  auto& permit = std::get<destination_gates::permit>(pass);
-  if (!keep_lease(req.timeout))
-    return not_called{}; // the permit is dropped unused
-  auto result = caller_.call(req);
-  if (permit.report(domain::classify(req.method, result.status))) {
-    // The probe closed the circuit: what it held back need not wait out its delay.
-    auto woken = repo()->make_held_due(held_prefix(destination));
-    log::info(name_, "destination {}: {} held run(s) due now", destination, woken);
+  // No free slot: ask again shortly, for up to max_limit_wait, without blocking the thread (the
+  // other runs of this processor go on meanwhile).
+  const auto give_up_at = destination_gates::clock::now() + destination_gates::max_limit_wait;
+  for (;;) {
+    auto pass = ctx_.gates->try_enter(destination, name_, give_up_at);
+    if (auto* again = std::get_if<destination_gates::retry>(&pass)) {
+      co_await driver_.sleep_until(again->at);
+      continue;
+    }
+    if (auto* held = std::get_if<destination_gates::hold>(&pass))
+      co_return not_called{std::move(*held)};
+    auto permit = std::move(std::get<destination_gates::permit>(pass));
+    if (auto at = permit.not_before())
+      co_await driver_.sleep_until(*at); // the rate token promised to this call
+    if (!keep_lease(req.timeout))
+      co_return not_called{}; // the permit is dropped unused
+    auto result = co_await driver_.call(req);
+    if (permit.report(domain::classify(req.method, result.status))) {
+      // The probe closed the circuit: what it held back need not wait out its delay.
+      auto woken = repo()->make_held_due(held_prefix(destination));
+      log::info(name_, "destination {}: {} held run(s) due now", destination, woken);
+    }
+    co_return result;
   }
-  return result;
 }
 
 void event_runner::record(const persistence::attempt_row& row) {
@@ -190,12 +201,12 @@ std::string event_runner::failure_cause(const pqxx::failure& error) {
   return "recording failed: " + domain::readable_text(what, max_failure_cause);
 }
 
-void event_runner::run(const persistence::claimed_event& e) {
+task<void> event_runner::run(const persistence::claimed_event& e) {
   try {
     if (e.event_type.rfind('!', 0) == 0)
-      run_cancellation(e);
+      co_await run_cancellation(e);
     else
-      run_fanout(e);
+      co_await run_fanout(e);
   } catch (const pqxx::failure& error) {
     // A lost connection is the claim loop's business (drop the batch, back off). Any other
     // database error belongs to this event alone: it fails the run instead of the worker, so
@@ -275,7 +286,7 @@ void event_runner::hold_back(const persistence::claimed_event& e, domain::run_ki
             e.event_type, e.aggregate_type, e.aggregate_id, hold.reason, decision.delay.count());
 }
 
-void event_runner::run_fanout(const persistence::claimed_event& e) {
+task<void> event_runner::run_fanout(const persistence::claimed_event& e) {
   const auto& s = ctx_.settings;
   const int attempt = e.attempts + 1;
   auto fanout = s.http.fanout.find(e.event_type);
@@ -284,7 +295,7 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
               "event {} ({} of {} {}): no fan-out configured for this type; nothing to deliver",
               e.id, e.event_type, e.aggregate_type, e.aggregate_id);
     repo()->complete(e, domain::engine_outcome::fanout_succeeded);
-    return;
+    co_return;
   }
   documents docs;
   rapidjson::Document payloads;
@@ -293,7 +304,7 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
     repo()->dead_letter(
         e, std::string(domain::to_string(domain::dead_letter_reason::non_retryable_error)),
         "payloads are not a JSON object");
-    return;
+    co_return;
   }
 
   // Resume: destinations that already succeeded for this event are not called again; their
@@ -320,16 +331,16 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
     if (ctx_.stopping) {
       repo()->release(e);
       log::info(name_, "event {} {} handed back for shutdown before {}", e.id, e.event_type, name);
-      return;
+      co_return;
     }
-    auto step = call_step(e, i, name, payloads, previous, attempt, keep_lease);
-    if (step.not_made && step.not_made->held) // the steps before are recorded: it resumes there
-      return hold_back(e, domain::run_kind::fanout, name, *step.not_made->held);
+    auto step = co_await call_step(e, i, name, payloads, previous, attempt, keep_lease);
+    if (step.not_made && step.not_made->held) { // the steps before are recorded: it resumes there
+      hold_back(e, domain::run_kind::fanout, name, *step.not_made->held);
+      co_return;
+    }
     if (step.not_made) { // nothing was called under the lost lease: nothing to drop
-      m().leases_lost.inc();
-      log::warn(name_, "event {} {}: lease lost before calling {}; another worker owns it now",
-                e.id, e.event_type, name);
-      return;
+      lease_lost_before(e, name);
+      co_return;
     }
     if (domain::is_done(step.outcome) && i + 1 == names.size()) {
       last_row = std::move(step.row); // commits with the completion
@@ -358,7 +369,7 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
     } else {
       lease_lost(e, "result");
     }
-    return;
+    co_return;
   }
   auto error = failed_destination + ": " + failed->error;
   carry_out(e,
@@ -367,11 +378,12 @@ void event_runner::run_fanout(const persistence::claimed_event& e) {
             error, failed->retry_after.has_value());
 }
 
-event_runner::step_result event_runner::call_step(const persistence::claimed_event& e,
-                                                  std::size_t index, const std::string& name,
-                                                  const rapidjson::Value& payloads,
-                                                  const domain::previous_responses& previous,
-                                                  int attempt, const lease_keeper& keep_lease) {
+task<event_runner::step_result> event_runner::call_step(const persistence::claimed_event& e,
+                                                        std::size_t index, const std::string& name,
+                                                        const rapidjson::Value& payloads,
+                                                        const domain::previous_responses& previous,
+                                                        int attempt,
+                                                        const lease_keeper& keep_lease) {
   const auto& dest = ctx_.settings.http.destinations.at(name);
   const rapidjson::Value* entry = nullptr;
   if (auto it = payloads.FindMember(name.c_str()); it != payloads.MemberEnd())
@@ -404,15 +416,15 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
     log::info(name_, "event {} {} {} {}: {} {}", e.id, e.event_type, e.aggregate_type,
               e.aggregate_id, skip ? "skipped" : "failed", choice.reason);
     if (skip)
-      return {row.outcome, {}, {}, {}, std::move(row), {}};
-    return {row.outcome, choice.reason, {}, {}, std::move(row), {}};
+      co_return step_result{row.outcome, {}, {}, {}, std::move(row), {}};
+    co_return step_result{row.outcome, choice.reason, {}, {}, std::move(row), {}};
   }
   auto url = domain::fill_url(choice.chosen->url, path_params);
   if (!url) {
     row.endpoint_url = choice.chosen->url;
     row.outcome = domain::attempt_outcome::non_retryable;
     row.error_message = url.err().message;
-    return {row.outcome, url.err().message, {}, {}, std::move(row), {}};
+    co_return step_result{row.outcome, url.err().message, {}, {}, std::move(row), {}};
   }
   row.endpoint_url = url.value();
   client::call_request req;
@@ -433,11 +445,11 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
     req.body = payload ? to_json(*payload) : "{}";
     row.request_payload_json = req.body;
   }
-  auto call = call_through_gate(name, req, keep_lease);
+  auto call = co_await call_through_gate(name, req, keep_lease);
   if (auto* why = std::get_if<not_called>(&call)) {
     step_result out;
     out.not_made = std::move(*why);
-    return out;
+    co_return out;
   }
   const auto& result = std::get<client::call_result>(call);
   auto outcome = domain::classify(dest.method, result.status);
@@ -448,11 +460,19 @@ event_runner::step_result event_runner::call_step(const persistence::claimed_eve
             attempt);
   if (outcome == domain::attempt_outcome::success) {
     auto response = row.response_payload_json;
-    return {outcome, {}, {}, std::move(response), std::move(row), {}};
+    co_return step_result{outcome, {}, {}, std::move(response), std::move(row), {}};
   }
   auto error = *row.error_message;
-  return {outcome, std::move(error), domain::parse_retry_after(result.retry_after, now_unix_ms()),
-          {},      std::move(row),   {}};
+  co_return step_result{
+      outcome, std::move(error), domain::parse_retry_after(result.retry_after, now_unix_ms()),
+      {},      std::move(row),   {}};
+}
+
+void event_runner::lease_lost_before(const persistence::claimed_event& e,
+                                     const std::string& destination) {
+  m().leases_lost.inc();
+  log::warn(name_, "event {} {}: lease lost before calling {}; another worker owns it now", e.id,
+            e.event_type, destination);
 }
 
 void event_runner::lease_lost(const persistence::claimed_event& e, const char* what) {
@@ -461,36 +481,41 @@ void event_runner::lease_lost(const persistence::claimed_event& e, const char* w
             e.event_type, what);
 }
 
-void event_runner::run_cancellation(const persistence::claimed_event& e) {
+task<void> event_runner::run_cancellation(const persistence::claimed_event& e) {
   const int attempt = e.attempts + 1;
   const metrics::labels type{{"event_type", e.event_type}};
   auto original_type = e.event_type.substr(1);
   auto original = repo()->latest_event_id(e.aggregate_type, e.aggregate_id, original_type);
   compensation_result result;
-  if (original)
-    result = compensate(*original, e.aggregate_id, e.event_type, attempt, outbox_lease(e));
+  if (original) {
+    auto keep_lease = outbox_lease(e);
+    result = co_await compensate(*original, e.aggregate_id, e.event_type, attempt, keep_lease);
+  }
   switch (result.what) {
   case compensation_result::kind::interrupted:
     repo()->release(e);
-    return;
-  case compensation_result::kind::lease_lost:
-    m().leases_lost.inc();
-    log::warn(name_, "event {} {}: lease lost before calling {}; another worker owns it now", e.id,
-              e.event_type, result.destination);
-    return;
-  case compensation_result::kind::held:
-    return hold_back(e, domain::run_kind::cancellation, result.destination, result.hold);
+    co_return;
+  case compensation_result::kind::lease_lost: {
+    lease_lost_before(e, result.destination);
+    co_return;
+  }
+  case compensation_result::kind::held: {
+    hold_back(e, domain::run_kind::cancellation, result.destination, result.hold);
+    co_return;
+  }
   default:
     break;
   }
   if (result.what == compensation_result::kind::done) {
-    if (!repo()->complete(e, domain::engine_outcome::cancellation_compensated))
-      return lease_lost(e, "cancellation result");
+    if (!repo()->complete(e, domain::engine_outcome::cancellation_compensated)) {
+      lease_lost(e, "cancellation result");
+      co_return;
+    }
     m().events_processed.inc(type);
     m().compensations.inc({{"kind", "cancellation"}, {"outcome", "reverted"}});
     log::info(name_, "event {} {} {} {}: cancellation complete, {} step(s) reverted", e.id,
               e.event_type, e.aggregate_type, e.aggregate_id, result.reverted);
-    return;
+    co_return;
   }
   carry_out(e,
             decide(domain::run_kind::cancellation, result.failure, attempt, e.failing_for,
@@ -498,29 +523,29 @@ void event_runner::run_cancellation(const persistence::claimed_event& e) {
             result.error, result.retry_after.has_value());
 }
 
-std::optional<compensation_result>
+task<std::optional<compensation_result>>
 event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt,
                                     const lease_keeper& keep_lease) {
   const auto& s = ctx_.settings;
   auto body = repo()->body_of(original_event_id);
   if (!body)
-    return std::nullopt;
+    co_return std::nullopt;
   auto fanout = s.http.fanout.find(body->event_type);
   if (fanout == s.http.fanout.end())
-    return std::nullopt;
+    co_return std::nullopt;
   const int runs = body->attempts.value_or(0);
   auto name =
       domain::uncertain_step(fanout->second, repo()->step_states(original_event_id, runs), runs);
   if (!name)
-    return std::nullopt;
+    co_return std::nullopt;
   const auto& dest = s.http.destinations.at(*name);
   if (std::none_of(dest.routes.begin(), dest.routes.end(),
                    [](const domain::route& r) { return r.revert.has_value(); }))
-    return std::nullopt; // nothing of it could be undone anyway
+    co_return std::nullopt; // nothing of it could be undone anyway
   rapidjson::Document payloads;
   payloads.Parse(body->payloads_json.data(), body->payloads_json.size());
   if (payloads.HasParseError() || !payloads.IsObject())
-    return std::nullopt;
+    co_return std::nullopt;
   documents docs;
   domain::previous_responses previous;
   for (const auto& done : repo()->successes(original_event_id))
@@ -536,28 +561,29 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt,
       body->payloads_json, 0};
   // Numbered after the event's own runs: an answer to this re-send is not the answer the run
   // that stopped here never got, so a transient one leaves the step uncertain.
-  auto step = call_step(e, index, *name, payloads, previous, runs + attempt, keep_lease);
+  auto step = co_await call_step(e, index, *name, payloads, previous, runs + attempt, keep_lease);
   if (step.not_made)
-    return compensation_result::stopped(*step.not_made, *name);
+    co_return compensation_result::stopped(*step.not_made, *name);
   record(step.row);
   if (step.outcome != domain::attempt_outcome::retryable)
-    return std::nullopt; // applied (now reverted with the rest) or refused for good
+    co_return std::nullopt; // applied (now reverted with the rest) or refused for good
   compensation_result out;
   out.destination = *name;
   out.what = compensation_result::kind::failed;
   out.failure = domain::attempt_outcome::retryable;
   out.error = *name + " (re-sent to settle an unanswered call): " + step.error;
   out.retry_after = step.retry_after;
-  return out;
+  co_return out;
 }
 
-compensation_result event_runner::compensate(std::int64_t original_event_id,
-                                             const std::string& aggregate_id,
-                                             const std::string& row_event_type, int attempt,
-                                             const lease_keeper& keep_lease) {
+task<compensation_result> event_runner::compensate(std::int64_t original_event_id,
+                                                   const std::string& aggregate_id,
+                                                   const std::string& row_event_type, int attempt,
+                                                   const lease_keeper& keep_lease) {
   const auto& s = ctx_.settings;
-  if (auto unsettled = settle_uncertain_step(original_event_id, attempt, keep_lease))
-    return *unsettled;
+  auto unsettled = co_await settle_uncertain_step(original_event_id, attempt, keep_lease);
+  if (unsettled)
+    co_return *unsettled;
   documents docs;
   auto steps = repo()->successes(original_event_id);
   auto reverted_list = repo()->reverted_destinations(original_event_id);
@@ -568,7 +594,7 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
     const auto& step = *it;
     if (ctx_.stopping) {
       out.what = compensation_result::kind::interrupted;
-      return out;
+      co_return out;
     }
     persistence::attempt_row row;
     row.event_id = original_event_id;
@@ -599,7 +625,7 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
       row.outcome = domain::attempt_outcome::non_retryable;
       row.error_message = "cannot tell which configured route called " + step.endpoint_url;
       record(row);
-      return fail(row.outcome, *row.error_message);
+      co_return fail(row.outcome, *row.error_message);
     }
     if (!route->revert) {
       row.endpoint_url = step.endpoint_url;
@@ -619,7 +645,7 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
       row.outcome = domain::attempt_outcome::non_retryable;
       row.error_message = "revert cannot be built: " + call.err().message;
       record(row);
-      return fail(row.outcome, *row.error_message);
+      co_return fail(row.outcome, *row.error_message);
     }
     row.endpoint_url = call.value().url;
     row.idempotency_key = fmt::format("{}:{}:revert", original_event_id, step.destination);
@@ -640,9 +666,9 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
     req.headers.insert(req.headers.end(), dest->second.headers.begin(), dest->second.headers.end());
     if (!req.body.empty())
       row.request_payload_json = req.body;
-    auto sent = call_through_gate(step.destination, req, keep_lease);
+    auto sent = co_await call_through_gate(step.destination, req, keep_lease);
     if (auto* why = std::get_if<not_called>(&sent))
-      return compensation_result::stopped(*why, step.destination);
+      co_return compensation_result::stopped(*why, step.destination);
     const auto& result = std::get<client::call_result>(sent);
     auto outcome = domain::classify(req.method, result.status);
     fill_response(row, result, outcome);
@@ -652,13 +678,13 @@ compensation_result event_runner::compensate(std::int64_t original_event_id,
               result.status ? std::to_string(*result.status) : result.error,
               result.duration.count(), attempt);
     if (outcome != domain::attempt_outcome::success) {
-      fail(outcome, *row.error_message);
+      (void)fail(outcome, *row.error_message);
       out.retry_after = domain::parse_retry_after(result.retry_after, now_unix_ms());
-      return out;
+      co_return out;
     }
     ++out.reverted;
   }
-  return out;
+  co_return out;
 }
 
 } // namespace outboxd::actors

@@ -1,11 +1,15 @@
 // Runs one claimed event to its decision: the fan-out of a forward event, or the compensation of
 // a cancellation, and the compensation of a dead letter. Orchestration only: routing, templates,
-// classification and retry delays are decided by domain/, rows written by persistence/.
+// classification and retry delays are decided by domain/, rows written by persistence/. Runs are
+// coroutines: a call, or a wait for a destination's slot, suspends the run and lets the other
+// runs of the processor go on; database statements are short and run in place.
 #pragma once
 
+#include "actors/call_driver.hpp"
 #include "actors/destination_gates.hpp"
 #include "actors/messages.hpp"
-#include "client/caller.hpp"
+#include "actors/task.hpp"
+#include "client/call.hpp"
 #include "domain/attempt.hpp"
 #include "domain/delivery.hpp"
 #include "persistence/outbox_repository.hpp"
@@ -64,14 +68,15 @@ struct compensation_result {
 
 class event_runner {
 public:
-  /// `actor_name` tags the log lines (e.g. "outbox-processor-2").
-  event_runner(const engine_context& ctx, std::string actor_name);
+  /// `actor_name` tags the log lines (e.g. "outbox-processor-2"); calls and waits go through
+  /// `driver`, which must outlive the runner.
+  event_runner(const engine_context& ctx, std::string actor_name, call_driver& driver);
 
   /// Runs a claimed outbox event and completes, retries, dead-letters or releases it. A database
   /// error other than a lost connection (the database refusing a statement) fails the run
   /// (fail()) instead of escaping; a lost connection, and any other exception, escape to the
-  /// claim loop.
-  void run(const persistence::claimed_event& e);
+  /// claim loop. `e` must live until the run ended.
+  task<void> run(const persistence::claimed_event& e);
 
   /// Fails run e.attempts+1 of `e` for `cause`, logged at ERROR: retried with backoff while the
   /// outbox retry budget lasts, then dead-lettered (MAX_RETRIES_EXCEEDED, or for a cancellation
@@ -95,9 +100,10 @@ public:
   /// Reverts, newest fan-out step first, the successful forward calls of `original_event_id`
   /// that have a revert and are not reverted yet. `row_event_type` labels the revert rows;
   /// `keep_lease` is asked before each call.
-  compensation_result compensate(std::int64_t original_event_id, const std::string& aggregate_id,
-                                 const std::string& row_event_type, int attempt,
-                                 const lease_keeper& keep_lease);
+  task<compensation_result> compensate(std::int64_t original_event_id,
+                                       const std::string& aggregate_id,
+                                       const std::string& row_event_type, int attempt,
+                                       const lease_keeper& keep_lease);
 
   /// The retry budget of a run of `run` that `destination` failed (or held back): outbox.* or
   /// dlq.*, with the destination's maxRetries / retryFor when it sets them ("" for none).
@@ -135,29 +141,32 @@ private:
   };
 
   /// A call through the destination's gate, after `keep_lease`: the result, or why none was made.
-  std::variant<client::call_result, not_called> call_through_gate(const std::string& destination,
-                                                                  const client::call_request& req,
-                                                                  const lease_keeper& keep_lease);
+  /// Waits for a free slot (up to max_limit_wait) and a rate token by suspending the run.
+  task<std::variant<client::call_result, not_called>>
+  call_through_gate(const std::string& destination, const client::call_request& req,
+                    const lease_keeper& keep_lease);
 
   /// Calls destination `name` (position `index` of the fan-out) of event `e` with its
   /// Idempotency-Key; the caller records the returned row.
-  step_result call_step(const persistence::claimed_event& e, std::size_t index,
-                        const std::string& name, const rapidjson::Value& payloads,
-                        const domain::previous_responses& previous, int attempt,
-                        const lease_keeper& keep_lease);
+  task<step_result> call_step(const persistence::claimed_event& e, std::size_t index,
+                              const std::string& name, const rapidjson::Value& payloads,
+                              const domain::previous_responses& previous, int attempt,
+                              const lease_keeper& keep_lease);
   /// Re-sends the uncertain step of `original_event_id` (domain::uncertain_step), so that what
   /// the remote applied is known and can be reverted. nullopt when settled (or nothing to do).
-  std::optional<compensation_result> settle_uncertain_step(std::int64_t original_event_id,
-                                                           int attempt,
-                                                           const lease_keeper& keep_lease);
+  task<std::optional<compensation_result>> settle_uncertain_step(std::int64_t original_event_id,
+                                                                 int attempt,
+                                                                 const lease_keeper& keep_lease);
   /// Holds `e` back (or gives it up when its retryFor is spent).
   void hold_back(const persistence::claimed_event& e, domain::run_kind run,
                  const std::string& destination, const destination_gates::hold& hold);
   /// Appends an attempt row and counts it in the metrics.
   void record(const persistence::attempt_row& row);
   void lease_lost(const persistence::claimed_event& e, const char* what);
-  void run_fanout(const persistence::claimed_event& e);
-  void run_cancellation(const persistence::claimed_event& e);
+  // Nothing was called under the lost lease, so nothing is dropped.
+  void lease_lost_before(const persistence::claimed_event& e, const std::string& destination);
+  task<void> run_fanout(const persistence::claimed_event& e);
+  task<void> run_cancellation(const persistence::claimed_event& e);
   /// The outbox repository on a borrowed connection, for one statement.
   persistence::worker_connections::lease<persistence::outbox_repository> repo() {
     return ctx_.db->outbox(name_);
@@ -165,7 +174,7 @@ private:
 
   const engine_context& ctx_;
   std::string name_;
-  client::caller caller_;
+  call_driver& driver_;
   std::mt19937_64 rng_;
 };
 

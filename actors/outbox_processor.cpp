@@ -1,6 +1,7 @@
-// outbox-processor-N: the claim loop over outbox events, claims sized to the backlog
-// (domain::claim_sizing), idleness reported to the supervisor; and its dead-letter child,
-// restarted with a backoff when it stops.
+// outbox-processor-N: the claim loop over outbox events, up to outbox.callsInFlight of them run at
+// once, claims sized to the room left (with one in flight: to the backlog, domain::claim_sizing),
+// idleness reported to the supervisor; and its dead-letter child, restarted with a backoff when
+// it stops.
 #include "actors/claim_loop.hpp"
 #include "actors/event_runner.hpp"
 #include "actors/workers.hpp"
@@ -19,24 +20,24 @@ using std::chrono::milliseconds;
 class outbox_work {
 public:
   using item = persistence::claimed_event;
+  static constexpr const char* queue = "outbox";
 
   outbox_work(caf::event_based_actor* self, context_ptr ctx, int index, std::string tag,
-              caf::actor supervisor)
+              caf::actor supervisor, call_driver& driver)
       : self_(self), ctx_(std::move(ctx)), index_(index), tag_(std::move(tag)),
         supervisor_(std::move(supervisor)), claim_size_(sizing().base()),
-        runner_(std::make_unique<event_runner>(*ctx_, tag_)) {}
+        runner_(std::make_unique<event_runner>(*ctx_, tag_, driver)) {}
 
-  std::vector<item> claim() {
+  std::vector<item> claim(int room) {
     const auto& s = ctx_->settings.outbox;
+    // Many in flight: claim what fits now, so that no claim waits (and spends its lease) behind
+    // the others. One in flight: a batch sized to the backlog, run one after the other.
+    if (s.calls_in_flight > 1)
+      return repo()->claim(tag_, room, s.lease_timeout);
     auto now = std::chrono::steady_clock::now();
     if (claimed_ > 0)
       claim_size_ = sizing().next(claim_size_, claimed_, now - claimed_at_);
-    auto db = repo();
-    auto started = std::chrono::steady_clock::now();
-    auto claimed = db->claim(tag_, claim_size_, s.lease_timeout);
-    metrics::global().claim_seconds.observe(
-        {{"queue", "outbox"}},
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    auto claimed = repo()->claim(tag_, claim_size_, s.lease_timeout);
     claimed_ = claimed.size();
     claimed_at_ = now;
     return claimed;
@@ -54,7 +55,7 @@ public:
   }
 
   std::optional<milliseconds> next_due_in() { return repo()->next_due_in(); }
-  void run(const item& e) { runner_->run(e); }
+  task<void> run(const item& e) { return runner_->run(e); }
   bool release(const item& e) { return repo()->release(e); }
 
 private:
@@ -106,7 +107,11 @@ caf::behavior outbox_processor(processor* self, context_ptr ctx, int index, caf:
   st.index = index;
   st.tag = fmt::format("outbox-processor-{}", index + 1);
   st.supervisor = std::move(supervisor);
-  st.loop.emplace(self, st.ctx, st.tag, outbox_work(self, st.ctx, index, st.tag, st.supervisor));
+  auto driver = std::make_unique<call_driver>();
+  auto& calls = *driver;
+  st.loop.emplace(self, st.ctx, st.tag, std::move(driver),
+                  outbox_work(self, st.ctx, index, st.tag, st.supervisor, calls),
+                  st.ctx->settings.outbox.calls_in_flight);
   st.loop->install_crash_handler();
   // The link to the dead-letter child is one-way in effect: its end is handled by the down
   // handler below (a restart), never by ending this processor too.
@@ -124,7 +129,8 @@ caf::behavior outbox_processor(processor* self, context_ptr ctx, int index, caf:
     self->delayed_send(self, delay, restart_atom::value);
   });
   start_dlq_child(self);
-  log::info(st.tag, "started (batch {}, lease {}ms)", st.ctx->settings.outbox.batch_size,
+  log::info(st.tag, "started (calls in flight {}, batch {}, lease {}ms)",
+            st.ctx->settings.outbox.calls_in_flight, st.ctx->settings.outbox.batch_size,
             st.ctx->settings.outbox.lease_timeout.count());
   self->send(self, wake_atom::value);
   return {
@@ -139,15 +145,19 @@ caf::behavior outbox_processor(processor* self, context_ptr ctx, int index, caf:
       [self](stop_atom) -> caf::result<bool> {
         auto& st = self->state;
         st.stopping = true;
-        if (auto released = st.loop->stop())
-          log::info(st.tag, "handed back {} unstarted claim(s)", *released);
         auto rp = self->make_response_promise<bool>();
-        auto finish = [self, rp]() mutable {
+        // Its own runs and its dead-letter child's stop side by side; answer when both ended.
+        auto pending = std::make_shared<int>(2);
+        auto finish = [self, rp, pending]() mutable {
+          if (--*pending > 0)
+            return;
           log::info(self->state.tag, "stopped");
           rp.deliver(true);
           self->quit();
         };
-        self->request(st.dlq, st.ctx->settings.outbox.shutdown_timeout, stop_atom::value)
+        const auto timeout = st.ctx->settings.outbox.shutdown_timeout;
+        st.loop->stop(timeout * 3 / 4, finish);
+        self->request(st.dlq, timeout, stop_atom::value)
             .then([finish](bool) mutable { finish(); },
                   [finish](caf::error&) mutable { finish(); });
         return rp;

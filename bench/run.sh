@@ -43,6 +43,10 @@ INTAKE_CLIENTS=8                                  # concurrent keep-alive client
 DRAIN_ORDERS=${BENCH_DRAIN_ORDERS:-$d_orders}     # pre-loaded backlog of each drain
 CONC_LATENCY0=${BENCH_CONC_LATENCY0:-$d_lat0}     # concurrencies drained with sink latency 0
 CONC_LATENCY20=${BENCH_CONC_LATENCY20-$d_lat20}   # ... and with 20 ms per call
+SLOW_LATENCY=${BENCH_SLOW_LATENCY:-20}            # that latency (ms): another one is reported as such
+CALLS_IN_FLIGHT=${BENCH_CALLS_IN_FLIGHT:-16}      # outboxd: calls in flight per processor; a drain at
+                                                  # concurrency C runs ceil(C / this) processors
+                                                  # (0: C processors, for binaries without the key)
 HISTORY=${BENCH_HISTORY:-$d_history}              # PROCESSED events of the flat-cost drain (0 = skip)
 FLAT_CONCURRENCY=${BENCH_FLAT_CONCURRENCY:-16}    # concurrency of the flat-cost drain (latency 0)
 WAKE_ORDERS=${BENCH_WAKE_ORDERS:-$d_wake}         # orders of the wake-up measure ...
@@ -195,7 +199,13 @@ drain() {
   first=$(q bench "SELECT min(id) FROM ${s}orders WHERE order_status = 'PENDING'")
   total=$(q bench "SELECT count(*) FROM ${s}orders WHERE order_status = 'PENDING'")
   if [[ "$system" == outboxd ]]; then
-    start_outboxd bench --set outbox.poolSize="$conc"
+    if [[ "$CALLS_IN_FLIGHT" -gt 0 ]]; then
+      # concurrency = calls in flight: as few processors (threads) as carry them
+      local pool=$(( (conc + CALLS_IN_FLIGHT - 1) / CALLS_IN_FLIGHT ))
+      start_outboxd bench --set outbox.poolSize="$pool" --set outbox.callsInFlight="$(( (conc + pool - 1) / pool ))"
+    else # a binary from before outbox.callsInFlight: one processor per call in flight
+      start_outboxd bench --set outbox.poolSize="$conc"
+    fi
     wait_drained outboxd
     rss=$(rss_mb "$OUTBOXD_PID" VmHWM)
     stop_outboxd
@@ -338,6 +348,7 @@ describe_run() {
     settings.concurrency_latency20="\"$CONC_LATENCY20\"" settings.flat_history_events="$HISTORY" \
     settings.flat_concurrency="$FLAT_CONCURRENCY" settings.wake_orders="$WAKE_ORDERS" \
     settings.wake_rate="$WAKE_RATE" settings.wake_concurrency="$WAKE_CONCURRENCY" \
+    settings.calls_in_flight_per_processor="$CALLS_IN_FLIGHT" settings.slow_latency_ms="$SLOW_LATENCY" \
     settings.idle_seconds="$IDLE_SECONDS" settings.peer="$PEER" \
     settings.burst_orders="$BURST_ORDERS" settings.burst_pool_size="$BURST_POOL" \
     settings.fsync="$(q postgres 'SHOW fsync')" settings.synchronous_commit="$(q postgres 'SHOW synchronous_commit')" \
@@ -369,8 +380,8 @@ for run in $(seq "$RUNS"); do
     drain outboxd 0 "$FLAT_CONCURRENCY" t_flat "$HISTORY" "$run"
   fi
   for conc in $CONC_LATENCY20; do
-    drain outboxd 20 "$conc" t_backlog 0 "$run"
-    if [[ "$PEER" == 1 ]]; then drain peer 20 "$conc" t_peer_backlog 0 "$run"; fi
+    drain outboxd "$SLOW_LATENCY" "$conc" t_backlog 0 "$run"
+    if [[ "$PEER" == 1 ]]; then drain peer "$SLOW_LATENCY" "$conc" t_peer_backlog 0 "$run"; fi
   done
   if wanted wake && [[ "$PEER" == 1 && "$WAKE_ORDERS" -gt 0 ]]; then
     wake outboxd "$run"

@@ -816,6 +816,7 @@ private:
   void read_outbox(object_reader& o, outbox_settings& s) {
     boolean(o, "enabled", s.enabled);
     integer(o, "poolSize", s.pool_size, 1, 256);
+    integer(o, "callsInFlight", s.calls_in_flight, 1, 4096);
     integer(o, "connections", s.connections, 1, 1000);
     integer(o, "batchSize", s.batch_size, 1, 10000);
     duration(o, "pollInterval", s.poll_interval, true);

@@ -91,7 +91,7 @@ rss_mb() { awk -v f="$2:" '$1 == f { printf "%.1f\n", $2 / 1024 }' "/proc/$1/sta
 start_simulator() {
   local port
   port=$(free_port)
-  "$OUTBOXD" simulator --port "$port" --set server.threads=256 >>"$WORK/logs/simulator.log" 2>&1 &
+  "$OUTBOXD" simulator --port "$port" --set server.threads="${BENCH_SIMULATOR_THREADS:-256}" >>"$WORK/logs/simulator.log" 2>&1 &
   SIM_PID=$!
   SIM_URL="http://127.0.0.1:$port"
   wait_http "$SIM_URL/healthz" "$SIM_PID" simulator

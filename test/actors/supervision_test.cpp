@@ -304,6 +304,7 @@ TEST_CASE("an orderly stop finishes the call in flight, hands back unstarted cla
   for (int i = 1; i <= 4; ++i)
     events.push_back(insert_event("thing", fmt::format("t{}", i)));
   auto settings = test_settings(destination);
+  settings.outbox.calls_in_flight = 1; // one run at a time: the other three claims wait unstarted
   actors::engine eng(settings, {});
   eng.start();
   REQUIRE(eventually([&] { return destination.entered() == 1; }));
@@ -334,4 +335,40 @@ TEST_CASE("an orderly stop finishes the call in flight, hands back unstarted cla
                                 " AND lease_expires_at IS NULL AND attempts = 0") == "1");
   }
   CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results") == "1");
+}
+
+TEST_CASE("an orderly stop lets every run in flight finish its call; nothing more is claimed") {
+  truncate_all(db());
+  sink destination;
+  destination.hold();
+  std::vector<std::string> events;
+  for (int i = 1; i <= 6; ++i)
+    events.push_back(insert_event("thing", fmt::format("t{}", i)));
+  auto settings = test_settings(destination);
+  settings.outbox.calls_in_flight = 4;
+  actors::engine eng(settings, {});
+  eng.start();
+  // Four calls at once on the processor's one thread; the claim took only what fits.
+  REQUIRE(eventually([&] { return destination.entered() == 4; }));
+  REQUIRE(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSING'") ==
+          "4");
+
+  std::thread answer([&] {
+    eventually([&] { return eng.context().stopping.load(); });
+    destination.release();
+  });
+  auto begun = steady_clock::now();
+  eng.stop();
+  auto took = steady_clock::now() - begun;
+  answer.join();
+  CHECK(took < settings.outbox.shutdown_timeout);
+
+  CHECK(destination.entered() == 4);
+  CHECK(destination.answered() == 4);
+  CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSED'") ==
+        "4");
+  CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results WHERE outcome = 'success'") ==
+        "4");
+  CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PENDING' AND "
+                          "lease_token IS NULL AND attempts = 0") == "2");
 }

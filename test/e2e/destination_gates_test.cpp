@@ -83,7 +83,7 @@ struct gated_fixture {
 TEST_CASE("an open circuit holds events back without calls and without spending retries; after "
           "recovery every order confirms") {
   gated_fixture f("outboxd_e2e_gates_breaker",
-                  {"outbox.poolSize=2", "outbox.maxRetries=20",
+                  {"outbox.poolSize=2", "outbox.callsInFlight=1", "outbox.maxRetries=20",
                    "http.routes.inventory.circuitBreaker.failureThreshold=3",
                    "http.routes.inventory.circuitBreaker.openFor=1s",
                    "http.routes.inventory.circuitBreaker.maxOpenFor=1s"});
@@ -165,7 +165,7 @@ TEST_CASE("a compensation held back by an open circuit spends no retry of its de
 
 TEST_CASE("a hanging destination is cut at its deadline and its circuit opens") {
   gated_fixture f("outboxd_e2e_gates_hang",
-                  {"outbox.poolSize=2", "outbox.maxRetries=20",
+                  {"outbox.poolSize=2", "outbox.callsInFlight=1", "outbox.maxRetries=20",
                    "http.routes.inventory.timeout=300ms",
                    "http.routes.inventory.circuitBreaker.failureThreshold=2",
                    "http.routes.inventory.circuitBreaker.openFor=30s",

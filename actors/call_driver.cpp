@@ -1,0 +1,64 @@
+// Timers are a heap served before and after each wait on curl, and bound that wait; the runs'
+// frames are kept by id so that a cancellation can destroy those still suspended.
+#include "actors/call_driver.hpp"
+
+#include <algorithm>
+
+namespace outboxd::actors {
+
+call_driver::~call_driver() {
+  cancel_all();
+}
+
+void call_driver::spawn(task<void> run, std::function<void(std::exception_ptr)> done) {
+  const auto id = ++next_run_;
+  runs_.emplace(id, std::coroutine_handle<>{});
+  auto started = spawn_detached(std::move(run), [this, id, done = std::move(done)](
+                                                    std::exception_ptr error) {
+    runs_.erase(id);
+    done(error);
+  });
+  // Still registered: the run is suspended (one that ended at once has erased itself).
+  if (auto it = runs_.find(id); it != runs_.end())
+    it->second = started.handle;
+}
+
+std::size_t call_driver::resume_due_timers() {
+  std::size_t resumed = 0;
+  const auto now = clock::now();
+  // Only timers due now: a resumed run may add one that is due at once, served next round.
+  std::vector<std::coroutine_handle<>> due;
+  while (!timers_.empty() && timers_.top().at <= now) {
+    due.push_back(timers_.top().h);
+    timers_.pop();
+  }
+  for (auto h : due) {
+    h.resume();
+    ++resumed;
+  }
+  return resumed;
+}
+
+std::size_t call_driver::drive(std::chrono::milliseconds max_wait) {
+  std::size_t resumed = resume_due_timers();
+  auto wait = resumed ? std::chrono::milliseconds{0} : max_wait;
+  if (!timers_.empty())
+    wait = std::min(wait, std::max(std::chrono::milliseconds{0},
+                                   std::chrono::ceil<std::chrono::milliseconds>(
+                                       timers_.top().at - clock::now())));
+  resumed += calls_.run(wait);
+  resumed += resume_due_timers();
+  return resumed;
+}
+
+void call_driver::cancel_all() {
+  calls_.cancel_all();
+  timers_ = {};
+  auto runs = std::move(runs_);
+  runs_.clear();
+  for (auto& [id, h] : runs)
+    if (h)
+      h.destroy();
+}
+
+} // namespace outboxd::actors

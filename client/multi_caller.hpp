@@ -1,0 +1,59 @@
+// Many calls in flight on one thread: a driver on libcurl's multi interface. Each call is a
+// `transfer` (the same set-up and outcome as the blocking caller); run() waits for sockets and
+// hands finished calls to their completions on the calling thread. Not thread-safe: each worker
+// owns one.
+#pragma once
+
+#include "client/call.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace outboxd::client {
+
+/// Calls in flight on one thread, with keep-alive connections (and DNS answers and TLS sessions)
+/// kept between them.
+class multi_caller {
+public:
+  /// Receives the result of one call, on the thread that called run().
+  using completion = std::function<void(call_result)>;
+
+  multi_caller();
+  /// Cancels what is still in flight (completions are not called).
+  ~multi_caller();
+  multi_caller(const multi_caller&) = delete;
+  multi_caller& operator=(const multi_caller&) = delete;
+
+  /// Starts a call (the request is copied). `done` is called once, from a later run(), with the
+  /// result: the answer, a transport error, or why the request could not be made. Each call keeps
+  /// its own deadline (`request.timeout`) and body cap.
+  void start(const call_request& request, completion done);
+
+  /// Moves the calls in flight on, waiting at most `max_wait` for one to progress, and calls the
+  /// completions of those that finished. Returns how many finished. Sleeps the whole `max_wait`
+  /// when nothing is in flight.
+  std::size_t run(std::chrono::milliseconds max_wait);
+
+  /// Calls started and not yet handed to their completion.
+  std::size_t in_flight() const { return running_.size() + ready_.size(); }
+
+  /// Drops every call in flight without calling its completion (shutdown, or its owner is gone).
+  void cancel_all();
+
+private:
+  struct running;
+  /// Removes finished transfers from the multi handle; their results with their completions.
+  std::vector<std::pair<completion, call_result>> collect();
+
+  void* multi_; // CURLM*
+  void* share_; // CURLSH*: DNS answers and TLS sessions
+  std::map<void*, std::unique_ptr<running>> running_; // by CURL*
+  /// Calls that ended before reaching curl (a request that cannot be made), delivered by run().
+  std::vector<std::pair<completion, call_result>> ready_;
+};
+
+} // namespace outboxd::client

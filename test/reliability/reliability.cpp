@@ -73,9 +73,11 @@ private_cluster::~private_cluster() {
 }
 
 void private_cluster::start() {
-  auto [code, out] = run_command(
-      {"/bin/bash", pg_cluster_script(), "start", dir_},
-      {{"PG_EXTRA_OPTS", "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"}});
+  // An immediate shutdown is a crash of the server, not of the machine: the operating system
+  // keeps what was written, so fsync may stay off; but a commit must reach the WAL before it is
+  // answered (synchronous_commit on), or a crash loses orders whose 201 the client already has.
+  auto [code, out] = run_command({"/bin/bash", pg_cluster_script(), "start", dir_},
+                                 {{"PG_EXTRA_OPTS", "-c fsync=off -c full_page_writes=off"}});
   REQUIRE_MESSAGE(code == 0, out);
   conninfo_ = last_line(out);
 }

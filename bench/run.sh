@@ -4,10 +4,15 @@
 #
 #   bench/run.sh            full run: every figure the median of 3 runs (about 30-40 minutes)
 #   bench/run.sh --quick    one run of each, smaller sizes (under 5 minutes)
-#   bench/run.sh --smoke    CI check that the harness works: tiny intake + drain (under a minute);
-#                           writes the JSON to a temporary file (or --out FILE), never bench/results
+#   bench/run.sh --smoke    CI check that the harness works: tiny intake + drain + slow partners
+#                           (under a minute); writes the JSON to a temporary file (or --out FILE),
+#                           never bench/results
+#   --slow                  add the slow-partner measure (simulator check, then backlog drains and
+#                           a paced load at 100 ms and 20-500 ms per call, concurrency up to 1024)
+#   --only LIST             only these measures (comma-separated): intake, memory, drain, flat,
+#                           wake, slow; e.g. --quick --only drain,slow
 #   --out FILE              where the JSON goes (default bench/results/latest.json, plus
-#                           bench/results/<date>.md)
+#                           bench/results/<date>.md; with --only, <date>-<measures>.md/.json)
 #
 # It sets up a throwaway PostgreSQL cluster (durable defaults) in a temporary folder, starts the
 # standalone simulator, outboxd and graphile-worker as separate processes on free ports, and stops
@@ -20,22 +25,41 @@ OUTBOXD=${OUTBOXD:-$ROOT/build/release/outboxd}
 
 mode=full
 out=""
+slow=0
+only=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) mode=quick ;;
     --smoke) mode=smoke ;;
+    --slow) slow=1 ;;
+    --only) only=${2:?--only needs a list of measures}; shift ;;
     --out) out=${2:?--out needs a file}; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
-    *) echo "usage: bench/run.sh [--quick|--smoke] [--out FILE]" >&2; exit 2 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    *) echo "usage: bench/run.sh [--quick|--smoke] [--slow] [--only intake,memory,drain,flat,wake,slow] [--out FILE]" >&2; exit 2 ;;
   esac
   shift
 done
+# The measures of this run. The smoke run exercises every one, the slow partners at a tiny size.
+MEASURES=" intake memory drain flat wake "
+if [[ $slow == 1 || $mode == smoke ]]; then MEASURES+="slow "; fi
+if [[ -n "$only" ]]; then
+  MEASURES=" ${only//,/ } "
+  for m in $MEASURES; do
+    [[ " intake memory drain flat wake slow " == *" $m "* ]] || { echo "bench: unknown measure $m" >&2; exit 2; }
+  done
+fi
+measure() { [[ "$MEASURES" == *" $1 "* ]]; }
 
 # --- sizes per mode (every one can be overridden through the environment) -----------------------
 case "$mode" in
   full)  d_runs=3 d_intake=10 d_orders=20000 d_history=1000000 d_wake=500 d_lat0="4 16 64" d_lat20="16 64" d_idle=3 ;;
   quick) d_runs=1 d_intake=5  d_orders=2000  d_history=100000  d_wake=100 d_lat0="4 16 64" d_lat20="16 64" d_idle=3 ;;
   smoke) d_runs=1 d_intake=2  d_orders=100   d_history=0       d_wake=20  d_lat0="4"       d_lat20=""      d_idle=1 ;;
+esac
+case "$mode" in # the slow-partner measure
+  full)  d_sconc="64 256 1024" d_slat="100 20-500" d_ssecs=20 d_smax=20000 d_spaced=20 d_scheck=8 d_speer=1 ;;
+  quick) d_sconc="64 256 1024" d_slat="100 20-500" d_ssecs=20 d_smax=6000  d_spaced=10 d_scheck=5 d_speer=1 ;;
+  smoke) d_sconc="4"           d_slat="20-60"      d_ssecs=1  d_smax=20    d_spaced=1  d_scheck=1 d_speer=0 ;;
 esac
 RUNS=${BENCH_RUNS:-$d_runs}                       # runs per figure (the median is reported)
 INTAKE_SECONDS=${BENCH_INTAKE_SECONDS:-$d_intake} # length of each intake measure
@@ -50,6 +74,15 @@ WAKE_RATE=${BENCH_WAKE_RATE:-50}                  # ... at this rate per second
 WAKE_CONCURRENCY=${BENCH_WAKE_CONCURRENCY:-4}     # processors / concurrent jobs while idle
 IDLE_SECONDS=${BENCH_IDLE_SECONDS:-$d_idle}       # idle time before the idle RSS is read, and
                                                   # before the wake-up orders start
+SLOW_CONC=${BENCH_SLOW_CONC:-$d_sconc}            # slow partners: concurrencies ...
+SLOW_LATENCIES=${BENCH_SLOW_LATENCIES:-$d_slat}   # ... and latencies per call: MS, or MIN-MAX (uniform)
+SLOW_SECONDS=${BENCH_SLOW_SECONDS:-$d_ssecs}      # backlog = this many seconds at the ideal rate ...
+SLOW_MAX_ORDERS=${BENCH_SLOW_MAX_ORDERS:-$d_smax} # ... at most this many orders
+SLOW_CONNECTIONS=${BENCH_SLOW_CONNECTIONS:-16}    # database connections of either system
+SLOW_LOAD=${BENCH_SLOW_LOAD:-0.5}                 # paced load: this share of the ideal rate ...
+SLOW_PACED_SECONDS=${BENCH_SLOW_PACED_SECONDS:-$d_spaced} # ... for this long (orders capped as above)
+SIMCHECK_SECONDS=${BENCH_SIMCHECK_SECONDS:-$d_scheck} # wrk against the simulator alone, per setting
+SLOW_PEER=${BENCH_SLOW_PEER:-$d_speer}            # 0: the slow partners without graphile-worker
 # The peer: on by default; in smoke mode only when bench/peer/node_modules is already installed.
 PEER=${BENCH_PEER:-$([[ $mode == smoke ]] && echo auto || echo 1)}
 
@@ -91,24 +124,42 @@ trap 'exit 130' INT TERM
 #   t_peer_empty   peer schema + graphile       t_peer_backlog  + DRAIN_ORDERS orders with add_job
 #   t_flat         HISTORY processed events + audit rows, then the same backlog through the API
 build_templates() {
-  log "templates: schema, $DRAIN_ORDERS-order backlogs"
+  log "templates: schema$(measure drain && echo ", $DRAIN_ORDERS-order backlogs")"
   q postgres "CREATE DATABASE t_empty" >/dev/null
   DATABASE_URL=$(conninfo t_empty) "$OUTBOXD" migrate >>"$WORK/logs/outboxd.log" 2>&1 ||
     die "outboxd migrate failed; see $WORK/logs/outboxd.log"
-  load_backlog t_backlog t_empty
+  if measure drain || measure flat; then load_backlog t_backlog t_empty; fi
   if [[ "$PEER" == 1 ]]; then
     q postgres "CREATE DATABASE t_peer_empty" >/dev/null
     psql -X -q -v ON_ERROR_STOP=1 -d t_peer_empty -f "$BENCH/peer/schema.sql" >/dev/null
     PGDATABASE=t_peer_empty node "$BENCH/peer/worker.js" --migrate >>"$WORK/logs/peer.log" 2>&1
-    fresh_db t_peer_backlog t_peer_empty
-    PGDATABASE=t_peer_backlog node "$BENCH/peer/intake.js" backlog "$DRAIN_ORDERS" "$INTAKE_CLIENTS" >/dev/null
-    q t_peer_backlog "VACUUM (ANALYZE)"
+    if measure drain; then peer_backlog t_peer_backlog "$DRAIN_ORDERS"; fi
   fi
-  if [[ "$HISTORY" -gt 0 ]]; then
+  if [[ "$HISTORY" -gt 0 ]] && measure flat; then
     log "templates: $HISTORY PROCESSED events with their audit rows (flat cost)"
     fresh_db t_flat t_empty
     psql -X -q -v ON_ERROR_STOP=1 -v history="$HISTORY" -d t_flat -f "$BENCH/lib/history.sql" >/dev/null
     load_backlog t_flat
+  fi
+}
+
+# peer_backlog NAME N: NAME becomes t_peer_empty with N orders, each with its job (add_job).
+peer_backlog() {
+  fresh_db "$1" t_peer_empty
+  PGDATABASE=$1 node "$BENCH/peer/intake.js" backlog "$2" "$INTAKE_CLIENTS" >/dev/null
+  q "$1" "VACUUM (ANALYZE)"
+}
+
+# slow_template SYSTEM N: sets SLOW_TEMPLATE to a template with an N-order backlog for SYSTEM,
+# made on first use (t_slow_N, t_peer_slow_N).
+declare -A SLOW_TEMPLATES=()
+slow_template() {
+  local DRAIN_ORDERS=$2 # load_backlog's size
+  if [[ "$1" == outboxd ]]; then SLOW_TEMPLATE=t_slow_$2; else SLOW_TEMPLATE=t_peer_slow_$2; fi
+  if [[ -z "${SLOW_TEMPLATES[$SLOW_TEMPLATE]:-}" ]]; then
+    log "templates: $SLOW_TEMPLATE ($2 orders)"
+    if [[ "$1" == outboxd ]]; then load_backlog "$SLOW_TEMPLATE" t_empty; else peer_backlog "$SLOW_TEMPLATE" "$2"; fi
+    SLOW_TEMPLATES[$SLOW_TEMPLATE]=1
   fi
 }
 
@@ -156,13 +207,47 @@ idle_rss() {
   fi
 }
 
-# drain SYSTEM LATENCY_MS CONCURRENCY TEMPLATE HISTORY RUN: start SYSTEM on a copy of TEMPLATE,
-# time the backlog to all CONFIRMED. The span comes from the database: from the start of the first
-# call (the earliest audit row's published_at minus its duration) to the last order's CONFIRMED
-# update, so process start-up is not counted for either system.
+# startup_cpu SYSTEM CONCURRENCY [CONNECTIONS]: sets STARTUP_SUT and STARTUP_PG, the ticks the
+# system and PostgreSQL spend starting it (process start to ready: /readyz for outboxd, "looking
+# for jobs" for graphile-worker) with nothing to do, measured once per setting on empty tables.
+# A drain's CPU counts from the system's process start, so this is taken off: what is left is the
+# work of the drain (node's start-up alone is ~0.4 s of CPU, a sizeable share of a short drain).
+declare -A STARTUP=()
+startup_cpu() {
+  local system=$1 conc=$2 conns=${3:-} key="$1/$2/${3:-}" pg0 sut pg
+  if [[ -z "${STARTUP[$key]:-}" ]]; then
+    if [[ "$system" == outboxd ]]; then
+      fresh_db bench t_empty
+      pg0=$(pg_ticks)
+      start_outboxd bench --set outbox.poolSize="$conc" ${conns:+--set outbox.connections="$conns"}
+      sut=$(proc_ticks "$OUTBOXD_PID")
+      pg=$(($(pg_ticks) - pg0))
+      stop_outboxd
+    else
+      fresh_db bench t_peer_empty
+      pg0=$(pg_ticks)
+      start_peer bench "$conc" "$conns"
+      sut=$(proc_ticks "$PEER_PID")
+      pg=$(($(pg_ticks) - pg0))
+      stop_peer
+    fi
+    STARTUP[$key]="$sut $pg"
+  fi
+  read -r STARTUP_SUT STARTUP_PG <<<"${STARTUP[$key]}"
+}
+
+# drain KIND SYSTEM LATENCY CONCURRENCY TEMPLATE HISTORY RUN [CONNECTIONS]: start SYSTEM on a copy
+# of TEMPLATE, time the backlog to all CONFIRMED. The span comes from the database: from the start
+# of the first call (the earliest audit row's published_at minus its duration) to the last order's
+# CONFIRMED update, so process start-up is not counted for either system. CONNECTIONS (the
+# slow-partner measure) sets outbox.connections, or the peer's pool. Emits one record of KIND with
+# the rate, the CPU per event (system, PostgreSQL, simulator), the peak RSS, threads and database
+# connections, and each order's time in flight (first call started -> CONFIRMED).
 drain() {
-  local system=$1 latency=$2 conc=$3 template=$4 history=$5 run=$6 s first audit total span rss bad calls
-  log "drain run $run: $system, latency ${latency} ms, concurrency $conc, history $history"
+  local kind=$1 system=$2 latency=$3 conc=$4 template=$5 history=$6 run=$7 conns=${8:-}
+  local s first audit total span rss bad calls pid sut cpu load0 samples="$WORK/samples"
+  log "drain run $run: $system, latency ${latency} ms, concurrency $conc${conns:+, $conns connections}, history $history ($(cut -d ' ' -f 1-3 /proc/loadavg))"
+  startup_cpu "$system" "$conc" "$conns"
   fresh_db bench "$template"
   sim_reset "$latency"
   if [[ "$system" == outboxd ]]; then
@@ -175,17 +260,21 @@ drain() {
   fi
   first=$(q bench "SELECT min(id) FROM ${s}orders WHERE order_status = 'PENDING'")
   total=$(q bench "SELECT count(*) FROM ${s}orders WHERE order_status = 'PENDING'")
+  : >"$samples"
+  load0=$(cut -d ' ' -f 1 /proc/loadavg)
+  cpu_begin
   if [[ "$system" == outboxd ]]; then
-    start_outboxd bench --set outbox.poolSize="$conc"
-    wait_drained outboxd
-    rss=$(rss_mb "$OUTBOXD_PID" VmHWM)
-    stop_outboxd
+    start_outboxd bench --set outbox.poolSize="$conc" ${conns:+--set outbox.connections="$conns"}
+    pid=$OUTBOXD_PID
   else
-    start_peer bench "$conc"
-    wait_drained peer
-    rss=$(rss_mb "$PEER_PID" VmHWM)
-    stop_peer
+    start_peer bench "$conc" "$conns"
+    pid=$PEER_PID
   fi
+  wait_drained "$system" "$pid" "$samples"
+  sut=$(proc_ticks "$pid")
+  cpu=$(cpu_end "$sut" "$total" "$STARTUP_SUT" "$STARTUP_PG")
+  rss=$(rss_mb "$pid" VmHWM)
+  if [[ "$system" == outboxd ]]; then stop_outboxd; else stop_peer; fi
   bad=$(q bench "SELECT count(*) FROM ${s}orders WHERE id >= $first AND order_status <> 'CONFIRMED'")
   [[ "$bad" -eq 0 ]] || die "$system: $bad orders did not end CONFIRMED"
   # Every order's 4 steps succeeded. outboxd must have exactly one success row per step; the peer
@@ -201,9 +290,22 @@ drain() {
   span=$(q bench "SELECT extract(epoch FROM
       (SELECT max(updated_at) FROM ${s}orders WHERE id >= $first)
     - (SELECT min(published_at - duration_ms * interval '1 ms') FROM ${s}aggregate_results WHERE $audit))")
-  emit kind=drain system="$system" latency_ms="$latency" concurrency="$conc" history="$history" \
+  # each order's time in flight: its first call started -> its CONFIRMED update
+  q bench "SELECT json_build_object('inflight_p50_ms', round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)),
+                                    'inflight_p99_ms', round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)))
+             FROM (SELECT extract(epoch FROM o.updated_at - a.started) * 1000 AS ms
+                     FROM ${s}orders o
+                     JOIN (SELECT aggregate_id, min(published_at - duration_ms * interval '1 ms') AS started
+                             FROM ${s}aggregate_results WHERE $audit GROUP BY aggregate_id) a
+                       ON a.aggregate_id = o.id::text
+                    WHERE o.id >= $first) x" >"$WORK/inflight.json"
+  tool samples "$samples" >"$WORK/samples.json"
+  # shellcheck disable=SC2086 # cpu is a list of key=value words
+  emit kind="$kind" system="$system" latency_ms="$latency" concurrency="$conc" history="$history" \
     run="$run" events="$total" seconds="$span" rate="$(awk -v n="$total" -v s="$span" 'BEGIN { printf "%.2f", n / s }')" \
-    rss_peak_mb="$rss"
+    rss_peak_mb="$rss" connections="${conns:-null}" load1_start="$load0" \
+    cpu_startup_process_ms="$(awk -v t="$STARTUP_SUT" -v hz="$(getconf CLK_TCK)" 'BEGIN { print t * 1000 / hz }')" \
+    $cpu "x=@$WORK/inflight.json" "x=@$WORK/samples.json"
 }
 
 # wake SYSTEM RUN: an idle system gets WAKE_ORDERS orders at WAKE_RATE/s, each committed by
@@ -230,6 +332,124 @@ wake() {
   emit kind=wake system="$system" run="$run" "x=@$WORK/wake.json"
 }
 
+# --- slow partners -------------------------------------------------------------------------------
+
+# ideal LATENCY CONCURRENCY: events/s if every call took exactly its latency and nothing else took
+# time: concurrency / (4 calls x mean latency).
+ideal() { awk -v c="$2" -v m="$(tool latency-mean "$1")" 'BEGIN { printf "%.2f", c / (4 * m / 1000) }'; }
+
+# simcheck LATENCY CONCURRENCY: the simulator alone at the same latency and concurrency: wrk with
+# CONCURRENCY keep-alive connections, each sending inventory reservations back to back (as a
+# worker would with no database in between). Compared with CONCURRENCY / latency requests/s.
+simcheck() {
+  local latency=$1 conc=$2 f="$WORK/simcheck.out" s0 s1 b0 a0 b1 a1 load0
+  log "simulator check: latency $latency ms, $conc connections, ${SIMCHECK_SECONDS}s ($(cut -d ' ' -f 1-3 /proc/loadavg))"
+  sim_reset "$latency"
+  load0=$(cut -d ' ' -f 1 /proc/loadavg)
+  s0=$(proc_ticks "$SIM_PID")
+  read -r b0 a0 < <(machine_ticks)
+  wrk -t 2 -c "$conc" -d "${SIMCHECK_SECONDS}s" -s "$BENCH/lib/sim-load.lua" "$SIM_URL" >"$f" 2>&1
+  s1=$(proc_ticks "$SIM_PID")
+  read -r b1 a1 < <(machine_ticks)
+  grep '^{"requests"' "$f" >"$f.json" || die "no summary from wrk: $(cat "$f")"
+  emit kind=simcheck latency_ms="$latency" concurrency="$conc" simulator_threads="$SIM_THREADS" \
+    ideal_per_s="$(awk -v c="$conc" -v m="$(tool latency-mean "$latency")" 'BEGIN { printf "%.1f", c / (m / 1000) }')" \
+    simulator_cpu_ms_per_request="$(awk -v t=$((s1 - s0)) -v f="$f.json" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+        getline line < f; match(line, /"requests":[0-9]+/); n = substr(line, RSTART + 11, RLENGTH - 11)
+        printf "%.4f", n ? t * 1000 / hz / n : 0 }')" \
+    machine_busy_pct="$(awk -v b=$((b1 - b0)) -v a=$((a1 - a0)) 'BEGIN { printf "%.1f", a ? 100 * b / a : 0 }')" \
+    load1_start="$load0" "x=@$f.json"
+}
+
+# slow_orders LATENCY CONCURRENCY SECONDS: orders for SECONDS at the ideal rate (LOAD share of it),
+# rounded up to 100, at most SLOW_MAX_ORDERS.
+slow_orders() {
+  awk -v r="$(ideal "$1" "$2")" -v t="$3" -v cap="$SLOW_MAX_ORDERS" -v share="${4:-1}" 'BEGIN {
+    n = int((r * share * t + 99) / 100) * 100; if (n > cap) n = cap; print n }'
+}
+
+# refused SYSTEM CONCURRENCY: true (and prints why) when SYSTEM cannot be configured for it.
+refused() {
+  [[ "$1" == outboxd ]] || return 1
+  local why
+  why=$("$OUTBOXD" check-config --set outbox.poolSize="$2" --set outbox.connections="$SLOW_CONNECTIONS" 2>&1 >/dev/null) && return 1
+  echo "${why#outboxd: }"
+}
+
+# slow_drain SYSTEM LATENCY CONCURRENCY RUN: the backlog drain with slow partners.
+slow_drain() {
+  local system=$1 latency=$2 conc=$3 run=$4 why
+  if why=$(refused "$system" "$conc"); then
+    log "slow partners: $system cannot run at concurrency $conc: $why"
+    emit kind=slow_drain system="$system" latency_ms="$latency" concurrency="$conc" run="$run" refused="$why"
+    return 0
+  fi
+  slow_template "$system" "$(slow_orders "$latency" "$conc" "$SLOW_SECONDS")"
+  drain slow_drain "$system" "$latency" "$conc" "$SLOW_TEMPLATE" 0 "$run" "$SLOW_CONNECTIONS"
+}
+
+# slow_paced SYSTEM LATENCY CONCURRENCY RUN: an idle system gets orders at SLOW_LOAD x the ideal
+# rate for SLOW_PACED_SECONDS, committed by peer/intake.js (which notes when each COMMIT was
+# acknowledged) over enough connections to keep the pace; commit -> CONFIRMED per order.
+slow_paced() {
+  local system=$1 latency=$2 conc=$3 run=$4 rate n clients s pid load0
+  refused "$system" "$conc" >/dev/null && return 0
+  rate=$(awk -v r="$(ideal "$latency" "$conc")" -v l="$SLOW_LOAD" 'BEGIN { printf "%.2f", r * l }')
+  n=$(slow_orders "$latency" "$conc" "$SLOW_PACED_SECONDS" "$SLOW_LOAD")
+  clients=$(awk -v r="$rate" 'BEGIN { c = int((r + 99) / 100); if (c < 1) c = 1; if (c > 16) c = 16; print c }')
+  log "paced load run $run: $system, latency $latency ms, concurrency $conc, $n orders at $rate/s over $clients connections ($(cut -d ' ' -f 1-3 /proc/loadavg))"
+  sim_reset "$latency"
+  if [[ "$system" == outboxd ]]; then
+    s=""
+    fresh_db bench t_empty
+    start_outboxd bench --set outbox.poolSize="$conc" --set outbox.connections="$SLOW_CONNECTIONS"
+    pid=$OUTBOXD_PID
+  else
+    s="peer."
+    fresh_db bench t_peer_empty
+    start_peer bench "$conc" "$SLOW_CONNECTIONS"
+    pid=$PEER_PID
+  fi
+  sleep 1
+  load0=$(cut -d ' ' -f 1 /proc/loadavg)
+  : >"$WORK/samples"
+  PGDATABASE=bench node "$BENCH/peer/intake.js" paced "$system" "$n" "$rate" "$clients" >"$WORK/commits.jsonl"
+  wait_drained "$system" "$pid" "$WORK/samples"
+  q bench "SELECT id, extract(epoch FROM updated_at) * 1000 FROM ${s}orders WHERE order_status = 'CONFIRMED'" >"$WORK/confirmed.txt"
+  if [[ "$system" == outboxd ]]; then stop_outboxd; else stop_peer; fi
+  tool paced "$WORK/commits.jsonl" "$WORK/confirmed.txt" >"$WORK/paced.json"
+  grep -q '"missing": 0,' "$WORK/paced.json" || die "$system: paced orders not CONFIRMED: $(cat "$WORK/paced.json")"
+  tool samples "$WORK/samples" >"$WORK/samples.json"
+  emit kind=slow_paced system="$system" latency_ms="$latency" concurrency="$conc" run="$run" \
+    orders="$n" offered_per_s="$rate" clients="$clients" load1_start="$load0" \
+    load1_end="$(cut -d ' ' -f 1 /proc/loadavg)" "x=@$WORK/paced.json" "x=@$WORK/samples.json"
+}
+
+# slow_partners: the whole measure. The simulator gets an HTTP thread for every keep-alive
+# connection of the highest concurrency (plus 16 for the harness), within server.threads' 1024.
+slow_partners() {
+  local max=0 conc latency run threads
+  for conc in $SLOW_CONC; do ((conc > max)) && max=$conc; done
+  threads=$((max + 16 > 1024 ? 1024 : max + 16 < 256 ? 256 : max + 16))
+  if [[ "$threads" != "$SIM_THREADS" ]]; then
+    log "slow partners: simulator restarted with $threads HTTP threads"
+    restart_simulator "$threads"
+  fi
+  for latency in $SLOW_LATENCIES; do
+    for conc in $SLOW_CONC; do simcheck "$latency" "$conc"; done
+  done
+  for run in $(seq "$RUNS"); do
+    for latency in $SLOW_LATENCIES; do
+      for conc in $SLOW_CONC; do
+        slow_drain outboxd "$latency" "$conc" "$run"
+        if [[ "$PEER$SLOW_PEER" == 11 ]]; then slow_drain peer "$latency" "$conc" "$run"; fi
+        slow_paced outboxd "$latency" "$conc" "$run"
+        if [[ "$PEER$SLOW_PEER" == 11 ]]; then slow_paced peer "$latency" "$conc" "$run"; fi
+      done
+    done
+  done
+}
+
 describe_run() {
   local graphile="not run" commit
   if [[ "$PEER" == 1 ]]; then
@@ -253,7 +473,12 @@ describe_run() {
     settings.fsync="$(q postgres 'SHOW fsync')" settings.synchronous_commit="$(q postgres 'SHOW synchronous_commit')" \
     settings.shared_buffers="$(q postgres 'SHOW shared_buffers')" \
     settings.max_connections="$(q postgres 'SHOW max_connections')" \
-    settings.simulator_threads=256 settings.peer_pool="\"2 x concurrency + 2\"" settings.poll_interval_ms=2000
+    settings.simulator_threads="$SIM_THREADS" settings.peer_pool="\"2 x concurrency + 2\"" settings.poll_interval_ms=2000 \
+    settings.measures="\"$(echo $MEASURES)\"" settings.slow_concurrency="\"$SLOW_CONC\"" \
+    settings.slow_latencies_ms="\"$SLOW_LATENCIES\"" settings.slow_seconds_at_ideal="$SLOW_SECONDS" \
+    settings.slow_max_orders="$SLOW_MAX_ORDERS" settings.slow_connections="$SLOW_CONNECTIONS" \
+    settings.slow_paced_load="$SLOW_LOAD" settings.slow_paced_seconds="$SLOW_PACED_SECONDS" \
+    settings.simcheck_seconds="$SIMCHECK_SECONDS" settings.slow_peer="$SLOW_PEER" settings.load_average_at_start="\"$(cut -d ' ' -f 1-3 /proc/loadavg)\""
 }
 
 # --- main ----------------------------------------------------------------------------------------
@@ -263,29 +488,36 @@ start_simulator
 describe_run
 build_templates
 
-for run in $(seq "$RUNS"); do intake "$run"; done
-idle_rss
+if measure intake; then
+  for run in $(seq "$RUNS"); do intake "$run"; done
+fi
+if measure memory; then idle_rss; fi
 for run in $(seq "$RUNS"); do
-  for conc in $CONC_LATENCY0; do
-    drain outboxd 0 "$conc" t_backlog 0 "$run"
-    if [[ "$PEER" == 1 ]]; then drain peer 0 "$conc" t_peer_backlog 0 "$run"; fi
-  done
-  if [[ "$HISTORY" -gt 0 ]]; then
-    # flat cost: compared with the empty-table drain of the same run at the same concurrency
-    if [[ " $CONC_LATENCY0 " != *" $FLAT_CONCURRENCY "* ]]; then
-      drain outboxd 0 "$FLAT_CONCURRENCY" t_backlog 0 "$run"
-    fi
-    drain outboxd 0 "$FLAT_CONCURRENCY" t_flat "$HISTORY" "$run"
+  if measure drain; then
+    for conc in $CONC_LATENCY0; do
+      drain drain outboxd 0 "$conc" t_backlog 0 "$run"
+      if [[ "$PEER" == 1 ]]; then drain drain peer 0 "$conc" t_peer_backlog 0 "$run"; fi
+    done
   fi
-  for conc in $CONC_LATENCY20; do
-    drain outboxd 20 "$conc" t_backlog 0 "$run"
-    if [[ "$PEER" == 1 ]]; then drain peer 20 "$conc" t_peer_backlog 0 "$run"; fi
-  done
-  if [[ "$PEER" == 1 && "$WAKE_ORDERS" -gt 0 ]]; then
+  if [[ "$HISTORY" -gt 0 ]] && measure flat; then
+    # flat cost: compared with the empty-table drain of the same run at the same concurrency
+    if ! measure drain || [[ " $CONC_LATENCY0 " != *" $FLAT_CONCURRENCY "* ]]; then
+      drain drain outboxd 0 "$FLAT_CONCURRENCY" t_backlog 0 "$run"
+    fi
+    drain drain outboxd 0 "$FLAT_CONCURRENCY" t_flat "$HISTORY" "$run"
+  fi
+  if measure drain; then
+    for conc in $CONC_LATENCY20; do
+      drain drain outboxd 20 "$conc" t_backlog 0 "$run"
+      if [[ "$PEER" == 1 ]]; then drain drain peer 20 "$conc" t_peer_backlog 0 "$run"; fi
+    done
+  fi
+  if [[ "$PEER" == 1 && "$WAKE_ORDERS" -gt 0 ]] && measure wake; then
     wake outboxd "$run"
     wake peer "$run"
   fi
 done
+if measure slow; then slow_partners; fi
 
 if [[ "$mode" == smoke ]]; then
   json=${out:-$(mktemp /tmp/outboxd-bench-smoke.XXXXXX.json)}
@@ -293,8 +525,14 @@ if [[ "$mode" == smoke ]]; then
   tool check "$json"
 else
   mkdir -p "$BENCH/results"
-  json=${out:-$BENCH/results/latest.json}
-  if [[ -n "$out" ]]; then md="${out%.json}.md"; else md="$BENCH/results/$(date -u +%Y-%m-%d).md"; fi
+  day=$(date -u +%Y-%m-%d)
+  if [[ -n "$out" ]]; then
+    json=$out md="${out%.json}.md"
+  elif [[ -n "$only" ]]; then # a partial run does not replace latest.json
+    json="$BENCH/results/$day-${only//,/-}.json" md="$BENCH/results/$day-${only//,/-}.md"
+  else
+    json="$BENCH/results/latest.json" md="$BENCH/results/$day.md"
+  fi
   tool report "$RAW" "$json" "$md"
   log "results: $json and $md"
   cat "$md"

@@ -47,17 +47,14 @@ trap 'exit 130' INT TERM
 
 # cpu_ticks PID...: user + system clock ticks the processes used so far (gone ones count 0).
 cpu_ticks() { pid_ticks "$@" | awk '{ total += $2 } END { print total + 0 }'; }
-# pid_ticks PID...: "pid ticks" per live process (one awk for all: cheap while measuring).
+# pid_ticks PID...: "pid ticks" per live process.
 pid_ticks() {
-  local files=() pid
-  for pid in "$@"; do [[ -r /proc/$pid/stat ]] && files+=("/proc/$pid/stat"); done
-  [[ ${#files[@]} -gt 0 ]] || return 0
-  # the command name in parentheses may hold spaces: count fields from the closing one
-  awk '{ sub(/.*\) /, ""); print FILENAME, $12 + $13 }' "${files[@]}" 2>/dev/null |
-    sed -E 's|^/proc/([0-9]+)/stat|\1|'
+  local pid
+  # one file at a time: mawk gives up on a file that vanished (a backend that ended)
+  for pid in "$@"; do
+    awk -v p="$pid" '{ sub(/.*\) /, ""); print p, $12 + $13 }' "/proc/$pid/stat" 2>/dev/null || true
+  done
 }
-# The cluster's processes, keyed by pid, with their ticks now (backends come and go).
-pg_snapshot() { pid_ticks $(pgrep -x postgres); }
 commits() { q postgres "SELECT sum(xact_commit + xact_rollback) FROM pg_stat_database WHERE datname = 'bench'"; }
 busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 
@@ -85,7 +82,7 @@ sim_reset "$LATENCY"
 log "$SYSTEM: draining $DRAIN_ORDERS orders at concurrency $CONCURRENCY, latency $LATENCY ms"
 # The system's CPU counts from its start (start-up included); the others' from here.
 q postgres "SELECT pg_stat_statements_reset()" >/dev/null
-pg_before=$(pg_snapshot)
+pg_before=$(pg_ticks) # this cluster only (lib/common.sh), ended backends included
 sim0=$(cpu_ticks "$SIM_PID") busy0=$(busy_ticks) tx0=$(commits)
 if [[ "$SYSTEM" == outboxd ]]; then
   start_outboxd bench --set outbox.poolSize="$CONCURRENCY" "${EXTRA[@]}"
@@ -101,7 +98,7 @@ fi
 wait_drained "$SYSTEM"
 if [[ "$PERF" == 1 ]]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
 sut=$(cpu_ticks "$pid") sim1=$(cpu_ticks "$SIM_PID") busy1=$(busy_ticks)
-pg_after=$(pg_snapshot)
+pg_after=$(pg_ticks)
 stop_outboxd
 stop_peer
 tx1=$(commits) # backends report their statistics when they exit
@@ -114,11 +111,10 @@ if [[ "$SYSTEM" == outboxd ]]; then s=""; else s="peer."; fi
 span=$(q bench "SELECT extract(epoch FROM (SELECT max(updated_at) FROM ${s}orders)
   - (SELECT min(published_at - duration_ms * interval '1 ms') FROM ${s}aggregate_results))")
 
-pg_ticks=$(awk 'NR == FNR { before[$1] = $2; next } { total += $2 - before[$1] } END { print total }' \
-  <(echo "$pg_before") <(echo "$pg_after"))
+pg_used=$((pg_after - pg_before))
 hz=$(getconf CLK_TCK)
 awk -v n="$DRAIN_ORDERS" -v t="$span" -v hz="$hz" -v sut="$sut" \
-  -v sim=$((sim1 - sim0)) -v pg="$pg_ticks" -v busy=$((busy1 - busy0)) -v tx=$((tx1 - tx0)) \
+  -v sim=$((sim1 - sim0)) -v pg="$pg_used" -v busy=$((busy1 - busy0)) -v tx=$((tx1 - tx0)) \
   -v sys="$SYSTEM" -v c="$CONCURRENCY" -v l="$LATENCY" 'BEGIN {
     ms = 1000 / hz / n
     printf "%s c=%d latency=%dms: %.0f events/s in %.1fs | CPU ms/event: %s %.2f, simulator %.2f, postgres %.2f, machine %.2f | transactions/event %.1f\n",

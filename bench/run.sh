@@ -262,6 +262,7 @@ drain() {
   total=$(q bench "SELECT count(*) FROM ${s}orders WHERE order_status = 'PENDING'")
   : >"$samples"
   load0=$(cut -d ' ' -f 1 /proc/loadavg)
+  poll_open
   cpu_begin
   if [[ "$system" == outboxd ]]; then
     start_outboxd bench --set outbox.poolSize="$conc" ${conns:+--set outbox.connections="$conns"}
@@ -273,6 +274,7 @@ drain() {
   wait_drained "$system" "$pid" "$samples"
   sut=$(proc_ticks "$pid")
   cpu=$(cpu_end "$sut" "$total" "$STARTUP_SUT" "$STARTUP_PG")
+  poll_close
   rss=$(rss_mb "$pid" VmHWM)
   if [[ "$system" == outboxd ]]; then stop_outboxd; else stop_peer; fi
   bad=$(q bench "SELECT count(*) FROM ${s}orders WHERE id >= $first AND order_status <> 'CONFIRMED'")
@@ -396,7 +398,7 @@ slow_paced() {
   refused "$system" "$conc" >/dev/null && return 0
   rate=$(awk -v r="$(ideal "$latency" "$conc")" -v l="$SLOW_LOAD" 'BEGIN { printf "%.2f", r * l }')
   n=$(slow_orders "$latency" "$conc" "$SLOW_PACED_SECONDS" "$SLOW_LOAD")
-  clients=$(awk -v r="$rate" 'BEGIN { c = int((r + 99) / 100); if (c < 1) c = 1; if (c > 16) c = 16; print c }')
+  clients=$(awk -v r="$rate" 'BEGIN { c = int((r + 49) / 50); if (c < 1) c = 1; if (c > 32) c = 32; print c }')
   log "paced load run $run: $system, latency $latency ms, concurrency $conc, $n orders at $rate/s over $clients connections ($(cut -d ' ' -f 1-3 /proc/loadavg))"
   sim_reset "$latency"
   if [[ "$system" == outboxd ]]; then
@@ -533,6 +535,7 @@ else
   else
     json="$BENCH/results/latest.json" md="$BENCH/results/$day.md"
   fi
+  mkdir -p "$(dirname "$json")" "$(dirname "$md")"
   tool report "$RAW" "$json" "$md"
   log "results: $json and $md"
   cat "$md"

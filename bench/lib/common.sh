@@ -174,10 +174,10 @@ proc_ticks() {
 pg_ticks() {
   local pm files=() pid
   pm=$(head -n 1 "$WORK/pg/data/postmaster.pid")
-  files=("/proc/$pm/stat")
   for pid in $(pgrep -P "$pm"); do files+=("/proc/$pid/stat"); done
-  awk -v pm="/proc/$pm/stat" '{ sub(/.*\) /, ""); t += $12 + $13; if (FILENAME == pm) t += $14 + $15 }
-    END { print t + 0 }' "${files[@]}" 2>/dev/null
+  # cat, not awk's own file list: mawk gives up on a file that vanished (a backend that ended)
+  { cat "/proc/$pm/stat"; [[ ${#files[@]} -eq 0 ]] || cat "${files[@]}" 2>/dev/null; } |
+    awk '{ sub(/.*\) /, ""); t += $12 + $13; if (NR == 1) t += $14 + $15 } END { print t + 0 }'
 }
 
 # machine_ticks: "busy total" of the whole machine so far (all CPUs; busy is user, nice, system
@@ -251,21 +251,47 @@ CONNECTIONS_SQL="(SELECT coalesce(string_agg(a || '=' || n, ',' ORDER BY a), '')
      WHERE datname = 'bench' AND backend_type = 'client backend' AND application_name <> 'psql'
      GROUP BY 1) c)"
 
+# poll_open / poll_close: one psql session on database bench for wait_drained's polls while a
+# drain's CPU is counted (a new psql per poll would start a backend 4 times a second, tens of
+# milliseconds of PostgreSQL's CPU each on a busy machine).
+poll_open() {
+  coproc POLL { psql -X -q -At -d bench 2>&1; }
+}
+poll_close() {
+  [[ -n "${POLL_PID:-}" ]] || return 0
+  local pid=$POLL_PID
+  echo '\q' >&"${POLL[1]}"
+  wait "$pid" 2>/dev/null || true
+  unset POLL_PID
+}
+# poll SQL: sets ROW to the one row of SQL, through the open session (else a psql of its own).
+# Not in a $(...): the session's pipes do not reach subshells.
+poll() {
+  if [[ -n "${POLL_PID:-}" ]]; then
+    echo "$1;" >&"${POLL[1]}"
+    IFS= read -r -t 60 ROW <&"${POLL[0]}" || die "no answer from the polling psql session"
+  else
+    ROW=$(q bench "$1")
+  fi
+}
+
 # wait_drained SYSTEM [PID SAMPLES]: polls every 0.25 s; fails when nothing moves for 60 s. With
 # PID, every poll also appends "threads rss_kb connections" of that process to the file SAMPLES
 # (the same query: no extra database session).
 wait_drained() {
-  local left last=-1 still=0 row conns
+  local left last=-1 still=0 conns
   while :; do
     if [[ -n "${2:-}" ]]; then
-      row=$(q bench "SELECT $(remaining_sql "$1"), $CONNECTIONS_SQL")
-      left=${row%%|*}
-      conns=${row#*|}
+      poll "SELECT $(remaining_sql "$1"), $CONNECTIONS_SQL"
+      left=${ROW%%|*}
+      conns=${ROW#*|}
       awk -v c="${conns:--}" '$1 == "Threads:" { t = $2 } $1 == "VmRSS:" { r = $2 }
         END { if (t) print t, r, c }' "/proc/$2/status" >>"$3" 2>/dev/null || true
     else
-      left=$(remaining "$1")
+      poll "SELECT $(remaining_sql "$1")"
+      left=$ROW
     fi
+    [[ "$left" =~ ^[0-9]+$ ]] || die "drain poll answered: $left"
     [[ "$left" -eq 0 ]] && return 0
     if [[ "$left" -eq "$last" ]]; then
       still=$((still + 1))

@@ -10,7 +10,8 @@
 #   --latency MS      simulator latency per call (default 0)
 #   --peer            drain graphile-worker instead of outboxd
 #   --set KEY=VALUE   passed on to outboxd serve (repeatable), e.g. --set outbox.batchSize=400
-#   --perf            record the whole machine with `perf record -a -g` and print the top of
+#   --perf            record the whole machine with `perf record -a -g -e cpu-clock` (software
+#                     clock: no hardware counters in this VM) and print the top of
 #                     `perf report` by process and symbol
 #
 # Prints one line of figures; the work folder (logs, perf.data) is kept when BENCH_KEEP=1.
@@ -28,7 +29,7 @@ while [[ $# -gt 0 ]]; do
     --peer) SYSTEM=peer ;;
     --perf) PERF=1 ;;
     --set) EXTRA+=(--set "${2:?}"); shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "usage: bench/profile.sh [--orders N] [--concurrency C] [--latency MS] [--peer] [--perf] [--set K=V]..." >&2; exit 2 ;;
   esac
   shift
@@ -92,7 +93,7 @@ else
   pid=$PEER_PID
 fi
 if [[ "$PERF" == 1 ]]; then
-  perf record -a -g -F 499 -o "$WORK/perf.data" >"$WORK/logs/perf.log" 2>&1 &
+  perf record -a -g -e cpu-clock -F 499 -o "$WORK/perf.data" >"$WORK/logs/perf.log" 2>&1 &
   perf_pid=$!
 fi
 wait_drained "$SYSTEM"

@@ -83,6 +83,8 @@ SLOW_LOAD=${BENCH_SLOW_LOAD:-0.5}                 # paced load: this share of th
 SLOW_PACED_SECONDS=${BENCH_SLOW_PACED_SECONDS:-$d_spaced} # ... for this long (orders capped as above)
 SIMCHECK_SECONDS=${BENCH_SIMCHECK_SECONDS:-$d_scheck} # wrk against the simulator alone, per setting
 SLOW_PEER=${BENCH_SLOW_PEER:-$d_speer}            # 0: the slow partners without graphile-worker
+MAX_OTHERS=${BENCH_MAX_OTHERS:-10}                # a drain during which the rest of the machine used
+RETRIES=${BENCH_RETRIES:-$([[ $mode == smoke ]] && echo 0 || echo 2)} # more CPU (%) is done again, this often
 # The peer: on by default; in smoke mode only when bench/peer/node_modules is already installed.
 PEER=${BENCH_PEER:-$([[ $mode == smoke ]] && echo auto || echo 1)}
 
@@ -243,7 +245,32 @@ startup_cpu() {
 # slow-partner measure) sets outbox.connections, or the peer's pool. Emits one record of KIND with
 # the rate, the CPU per event (system, PostgreSQL, simulator), the peak RSS, threads and database
 # connections, and each order's time in flight (first call started -> CONFIRMED).
+#
+# On a shared machine: a drain during which the rest of the machine used more than MAX_OTHERS % of
+# the CPUs is done again after 10 s, up to RETRIES times; the least disturbed attempt counts, and
+# its record notes every attempt's share (others_pct_attempts).
 drain() {
+  local attempt others best=1000
+  : >"$WORK/best.json"
+  for attempt in $(seq 0 "$RETRIES"); do
+    : >"$WORK/attempt.json"
+    drain_once "$@"
+    others=$(tool field "$WORK/attempt.json" cpu_others_pct)
+    echo "$others" >>"$WORK/attempts.txt"
+    if awk -v o="$others" -v b="$best" 'BEGIN { exit !(o < b) }'; then
+      best=$others
+      cp "$WORK/attempt.json" "$WORK/best.json"
+    fi
+    awk -v o="$others" -v m="$MAX_OTHERS" 'BEGIN { exit !(o > m) }' || break
+    [[ $attempt -lt $RETRIES ]] || break
+    log "disturbed: the rest of the machine used ${others}% of the CPUs; again in 10 s"
+    sleep 10
+  done
+  tool pick "$WORK/best.json" "$WORK/attempts.txt" >>"$RAW"
+  rm -f "$WORK/attempts.txt"
+}
+
+drain_once() {
   local kind=$1 system=$2 latency=$3 conc=$4 template=$5 history=$6 run=$7 conns=${8:-}
   local s first audit total span rss bad calls pid sut cpu load0 samples="$WORK/samples"
   log "drain run $run: $system, latency ${latency} ms, concurrency $conc${conns:+, $conns connections}, history $history ($(cut -d ' ' -f 1-3 /proc/loadavg))"
@@ -303,7 +330,7 @@ drain() {
                     WHERE o.id >= $first) x" >"$WORK/inflight.json"
   tool samples "$samples" >"$WORK/samples.json"
   # shellcheck disable=SC2086 # cpu is a list of key=value words
-  emit kind="$kind" system="$system" latency_ms="$latency" concurrency="$conc" history="$history" \
+  tool emit "$WORK/attempt.json" kind="$kind" system="$system" latency_ms="$latency" concurrency="$conc" history="$history" \
     run="$run" events="$total" seconds="$span" rate="$(awk -v n="$total" -v s="$span" 'BEGIN { printf "%.2f", n / s }')" \
     rss_peak_mb="$rss" connections="${conns:-null}" load1_start="$load0" \
     cpu_startup_process_ms="$(awk -v t="$STARTUP_SUT" -v hz="$(getconf CLK_TCK)" 'BEGIN { print t * 1000 / hz }')" \
@@ -480,7 +507,7 @@ describe_run() {
     settings.slow_latencies_ms="\"$SLOW_LATENCIES\"" settings.slow_seconds_at_ideal="$SLOW_SECONDS" \
     settings.slow_max_orders="$SLOW_MAX_ORDERS" settings.slow_connections="$SLOW_CONNECTIONS" \
     settings.slow_paced_load="$SLOW_LOAD" settings.slow_paced_seconds="$SLOW_PACED_SECONDS" \
-    settings.simcheck_seconds="$SIMCHECK_SECONDS" settings.slow_peer="$SLOW_PEER" settings.load_average_at_start="\"$(cut -d ' ' -f 1-3 /proc/loadavg)\""
+    settings.simcheck_seconds="$SIMCHECK_SECONDS" settings.slow_peer="$SLOW_PEER" settings.max_others_pct="$MAX_OTHERS" settings.retries="$RETRIES" settings.load_average_at_start="\"$(cut -d ' ' -f 1-3 /proc/loadavg)\""
 }
 
 # --- main ----------------------------------------------------------------------------------------

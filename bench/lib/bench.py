@@ -8,6 +8,8 @@ report. Standard library only.
   bench.py latency-mean LATENCY       the mean latency of LATENCY in ms (MIN-MAX: the midpoint)
   bench.py samples FILE               the peaks of wait_drained's samples, as one JSON object
   bench.py paced COMMITS CONFIRMED    commit -> CONFIRMED per order, as one JSON object
+  bench.py field FILE KEY             the value of KEY in the one-line JSON object in FILE
+  bench.py pick FILE ATTEMPTS         FILE's record with attempts and others_pct_attempts added
   bench.py pgbench-tps FILE           the tps figure of a pgbench output
   bench.py wake LEDGER COMMITS        commit -> first simulator request, as one JSON object
   bench.py report RAW JSON MD         aggregate raw.jsonl into latest.json and the Markdown table
@@ -661,10 +663,22 @@ def meta(path, *pairs):
         f.write(json.dumps(record) + "\n")
 
 
+def field(path, key):
+    print(json.loads(open(path).read())[key])
+
+
+def pick(path, attempts_path):
+    record = json.loads(open(path).read())
+    shares = [float(l) for l in open(attempts_path) if l.strip()]
+    record["attempts"] = len(shares)
+    record["others_pct_attempts"] = shares
+    print(json.dumps(record))
+
+
 if __name__ == "__main__":
     commands = {"ports": ports, "sim-config": sim_config, "pgbench-tps": pgbench_tps,
                 "latency-mean": lambda spec: print(latency_mean(spec)), "samples": samples,
-                "paced": paced,
+                "paced": paced, "field": field, "pick": pick,
                 "wake": wake, "report": report, "check": check, "emit": emit, "meta": meta}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)

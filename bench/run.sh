@@ -83,6 +83,7 @@ SLOW_LOAD=${BENCH_SLOW_LOAD:-0.5}                 # paced load: this share of th
 SLOW_PACED_SECONDS=${BENCH_SLOW_PACED_SECONDS:-$d_spaced} # ... for this long (orders capped as above)
 SIMCHECK_SECONDS=${BENCH_SIMCHECK_SECONDS:-$d_scheck} # wrk against the simulator alone, per setting
 SLOW_PEER=${BENCH_SLOW_PEER:-$d_speer}            # 0: the slow partners without graphile-worker
+SLOW_RUNS=${BENCH_SLOW_RUNS:-$RUNS}               # runs of the slow-partner drains and paced loads
 MAX_OTHERS=${BENCH_MAX_OTHERS:-10}                # a drain during which the rest of the machine used
 RETRIES=${BENCH_RETRIES:-$([[ $mode == smoke ]] && echo 0 || echo 2)} # more CPU (%) is done again, this often
 # The peer: on by default; in smoke mode only when bench/peer/node_modules is already installed.
@@ -467,7 +468,7 @@ slow_partners() {
   for latency in $SLOW_LATENCIES; do
     for conc in $SLOW_CONC; do simcheck "$latency" "$conc"; done
   done
-  for run in $(seq "$RUNS"); do
+  for run in $(seq "$SLOW_RUNS"); do
     for latency in $SLOW_LATENCIES; do
       for conc in $SLOW_CONC; do
         slow_drain outboxd "$latency" "$conc" "$run"
@@ -507,7 +508,7 @@ describe_run() {
     settings.slow_latencies_ms="\"$SLOW_LATENCIES\"" settings.slow_seconds_at_ideal="$SLOW_SECONDS" \
     settings.slow_max_orders="$SLOW_MAX_ORDERS" settings.slow_connections="$SLOW_CONNECTIONS" \
     settings.slow_paced_load="$SLOW_LOAD" settings.slow_paced_seconds="$SLOW_PACED_SECONDS" \
-    settings.simcheck_seconds="$SIMCHECK_SECONDS" settings.slow_peer="$SLOW_PEER" settings.max_others_pct="$MAX_OTHERS" settings.retries="$RETRIES" settings.load_average_at_start="\"$(cut -d ' ' -f 1-3 /proc/loadavg)\""
+    settings.simcheck_seconds="$SIMCHECK_SECONDS" settings.slow_peer="$SLOW_PEER" settings.slow_runs="$SLOW_RUNS" settings.max_others_pct="$MAX_OTHERS" settings.retries="$RETRIES" settings.load_average_at_start="\"$(cut -d ' ' -f 1-3 /proc/loadavg)\""
 }
 
 # --- main ----------------------------------------------------------------------------------------

@@ -553,7 +553,8 @@ def slow_markdown(r, f):
             f"`outbox.connections`, graphile-worker's pool `max`); concurrency is outboxd's "
             f"`outbox.poolSize` and graphile-worker's `concurrency`. Ideal = concurrency / (4 calls × mean "
             f"latency). Backlog: {s.get('slow_seconds_at_ideal')} s at the ideal rate, at most "
-            f"{s.get('slow_max_orders')} orders.",
+            f"{s.get('slow_max_orders')} orders. Drains and paced loads: median of "
+            f"{s.get('slow_runs', s.get('runs'))} run(s); the simulator check: one run.",
             "",
             "### The simulator alone",
             "",

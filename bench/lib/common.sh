@@ -176,7 +176,7 @@ pg_ticks() {
   pm=$(head -n 1 "$WORK/pg/data/postmaster.pid")
   for pid in $(pgrep -P "$pm"); do files+=("/proc/$pid/stat"); done
   # cat, not awk's own file list: mawk gives up on a file that vanished (a backend that ended)
-  { cat "/proc/$pm/stat"; [[ ${#files[@]} -eq 0 ]] || cat "${files[@]}" 2>/dev/null; } |
+  { cat "/proc/$pm/stat"; [[ ${#files[@]} -eq 0 ]] || cat "${files[@]}" 2>/dev/null || true; } |
     awk '{ sub(/.*\) /, ""); t += $12 + $13; if (NR == 1) t += $14 + $15 } END { print t + 0 }'
 }
 

@@ -6,11 +6,14 @@
 #   bench/profile.sh [--orders N] [--concurrency C] [--latency MS] [--peer] [--perf] [--set K=V]...
 #
 #   --orders N        backlog size (default 3000)
-#   --concurrency C   outbox.poolSize, or the peer's concurrency (default 4)
+#   --concurrency C   calls in flight: outboxd's outbox.poolSize x outbox.callsInFlight (as in
+#                     run.sh: ceil(C / BENCH_CALLS_IN_FLIGHT (16)) processors; --set overrides),
+#                     or the peer's concurrency (default 4)
 #   --latency MS      simulator latency per call (default 0)
 #   --peer            drain graphile-worker instead of outboxd
 #   --set KEY=VALUE   passed on to outboxd serve (repeatable), e.g. --set outbox.batchSize=400
-#   --perf            record the whole machine with `perf record -a -g` and print the top of
+#   --perf            record the whole machine with `perf record -a -g -e cpu-clock` (software
+#                     clock: no hardware counters in this VM) and print the top of
 #                     `perf report` by process and symbol
 #
 # Prints one line of figures; the work folder (logs, perf.data) is kept when BENCH_KEEP=1.
@@ -19,6 +22,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH="$ROOT/bench"
 OUTBOXD=${OUTBOXD:-$ROOT/build/release/outboxd}
+CALLS_IN_FLIGHT=${BENCH_CALLS_IN_FLIGHT:-16}
 DRAIN_ORDERS=3000 CONCURRENCY=4 LATENCY=0 SYSTEM=outboxd PERF=0 INTAKE_CLIENTS=8 EXTRA=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -28,7 +32,7 @@ while [[ $# -gt 0 ]]; do
     --peer) SYSTEM=peer ;;
     --perf) PERF=1 ;;
     --set) EXTRA+=(--set "${2:?}"); shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "usage: bench/profile.sh [--orders N] [--concurrency C] [--latency MS] [--peer] [--perf] [--set K=V]..." >&2; exit 2 ;;
   esac
   shift
@@ -47,17 +51,14 @@ trap 'exit 130' INT TERM
 
 # cpu_ticks PID...: user + system clock ticks the processes used so far (gone ones count 0).
 cpu_ticks() { pid_ticks "$@" | awk '{ total += $2 } END { print total + 0 }'; }
-# pid_ticks PID...: "pid ticks" per live process (one awk for all: cheap while measuring).
+# pid_ticks PID...: "pid ticks" per live process.
 pid_ticks() {
-  local files=() pid
-  for pid in "$@"; do [[ -r /proc/$pid/stat ]] && files+=("/proc/$pid/stat"); done
-  [[ ${#files[@]} -gt 0 ]] || return 0
-  # the command name in parentheses may hold spaces: count fields from the closing one
-  awk '{ sub(/.*\) /, ""); print FILENAME, $12 + $13 }' "${files[@]}" 2>/dev/null |
-    sed -E 's|^/proc/([0-9]+)/stat|\1|'
+  local pid
+  # one file at a time: mawk gives up on a file that vanished (a backend that ended)
+  for pid in "$@"; do
+    awk -v p="$pid" '{ sub(/.*\) /, ""); print p, $12 + $13 }' "/proc/$pid/stat" 2>/dev/null || true
+  done
 }
-# The cluster's processes, keyed by pid, with their ticks now (backends come and go).
-pg_snapshot() { pid_ticks $(pgrep -x postgres); }
 commits() { q postgres "SELECT sum(xact_commit + xact_rollback) FROM pg_stat_database WHERE datname = 'bench'"; }
 busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 
@@ -85,23 +86,24 @@ sim_reset "$LATENCY"
 log "$SYSTEM: draining $DRAIN_ORDERS orders at concurrency $CONCURRENCY, latency $LATENCY ms"
 # The system's CPU counts from its start (start-up included); the others' from here.
 q postgres "SELECT pg_stat_statements_reset()" >/dev/null
-pg_before=$(pg_snapshot)
+pg_before=$(pg_ticks) # this cluster only (lib/common.sh), ended backends included
 sim0=$(cpu_ticks "$SIM_PID") busy0=$(busy_ticks) tx0=$(commits)
 if [[ "$SYSTEM" == outboxd ]]; then
-  start_outboxd bench --set outbox.poolSize="$CONCURRENCY" "${EXTRA[@]}"
+  outboxd_sets "$CONCURRENCY"
+  start_outboxd bench "${OUTBOXD_SETS[@]}" "${EXTRA[@]}"
   pid=$OUTBOXD_PID
 else
   start_peer bench "$CONCURRENCY"
   pid=$PEER_PID
 fi
 if [[ "$PERF" == 1 ]]; then
-  perf record -a -g -F 499 -o "$WORK/perf.data" >"$WORK/logs/perf.log" 2>&1 &
+  perf record -a -g -e cpu-clock -F 499 -o "$WORK/perf.data" >"$WORK/logs/perf.log" 2>&1 &
   perf_pid=$!
 fi
 wait_drained "$SYSTEM"
 if [[ "$PERF" == 1 ]]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
 sut=$(cpu_ticks "$pid") sim1=$(cpu_ticks "$SIM_PID") busy1=$(busy_ticks)
-pg_after=$(pg_snapshot)
+pg_after=$(pg_ticks)
 stop_outboxd
 stop_peer
 tx1=$(commits) # backends report their statistics when they exit
@@ -114,11 +116,10 @@ if [[ "$SYSTEM" == outboxd ]]; then s=""; else s="peer."; fi
 span=$(q bench "SELECT extract(epoch FROM (SELECT max(updated_at) FROM ${s}orders)
   - (SELECT min(published_at - duration_ms * interval '1 ms') FROM ${s}aggregate_results))")
 
-pg_ticks=$(awk 'NR == FNR { before[$1] = $2; next } { total += $2 - before[$1] } END { print total }' \
-  <(echo "$pg_before") <(echo "$pg_after"))
+pg_used=$((pg_after - pg_before))
 hz=$(getconf CLK_TCK)
 awk -v n="$DRAIN_ORDERS" -v t="$span" -v hz="$hz" -v sut="$sut" \
-  -v sim=$((sim1 - sim0)) -v pg="$pg_ticks" -v busy=$((busy1 - busy0)) -v tx=$((tx1 - tx0)) \
+  -v sim=$((sim1 - sim0)) -v pg="$pg_used" -v busy=$((busy1 - busy0)) -v tx=$((tx1 - tx0)) \
   -v sys="$SYSTEM" -v c="$CONCURRENCY" -v l="$LATENCY" 'BEGIN {
     ms = 1000 / hz / n
     printf "%s c=%d latency=%dms: %.0f events/s in %.1fs | CPU ms/event: %s %.2f, simulator %.2f, postgres %.2f, machine %.2f | transactions/event %.1f\n",

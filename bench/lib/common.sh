@@ -86,18 +86,28 @@ wait_file() {
 # Peak (VmHWM) or current (VmRSS) resident set size of PID in MB.
 rss_mb() { awk -v f="$2:" '$1 == f { printf "%.1f\n", $2 / 1024 }' "/proc/$1/status"; }
 
-# The standalone simulator: enough HTTP threads for every keep-alive connection of concurrency 64
-# (each connection holds one thread) plus the harness's own requests.
+# The standalone simulator: SIM_THREADS HTTP threads (BENCH_SIMULATOR_THREADS, default 256: every
+# keep-alive connection of concurrency 64 holds one, plus the harness's own requests; at most 1024,
+# the limit of server.threads).
 start_simulator() {
   local port
   port=$(free_port)
-  "$OUTBOXD" simulator --port "$port" --set server.threads="${BENCH_SIMULATOR_THREADS:-256}" >>"$WORK/logs/simulator.log" 2>&1 &
+  SIM_THREADS=${SIM_THREADS:-${BENCH_SIMULATOR_THREADS:-256}}
+  "$OUTBOXD" simulator --port "$port" --set server.threads="$SIM_THREADS" >>"$WORK/logs/simulator.log" 2>&1 &
   SIM_PID=$!
   SIM_URL="http://127.0.0.1:$port"
   wait_http "$SIM_URL/healthz" "$SIM_PID" simulator
 }
 
-# sim_reset LATENCY_MS: empty ledger and Idempotency-Key store, no failures, fixed latency.
+# restart_simulator THREADS: the same with another number of HTTP threads (a new port).
+restart_simulator() {
+  stop_pid "${SIM_PID:-}"
+  SIM_THREADS=$1
+  start_simulator
+}
+
+# sim_reset LATENCY: empty ledger and Idempotency-Key store, no failures, and every call waiting
+# LATENCY ms, or "MIN-MAX": uniformly spread over [MIN, MAX] ms (the knob latencyMs: [min, max]).
 sim_reset() {
   curl -fsS -o /dev/null -X POST -d '' "$SIM_URL/api/simulator/reset" || die "simulator reset failed"
   curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' \
@@ -120,11 +130,12 @@ start_outboxd() {
 
 stop_outboxd() { stop_pid "${OUTBOXD_PID:-}"; OUTBOXD_PID=; }
 
-# start_peer DB CONCURRENCY: the graphile-worker process; returns once it is looking for jobs.
+# start_peer DB CONCURRENCY [POOL]: the graphile-worker process (POOL database connections,
+# default 2 x CONCURRENCY + 2); returns once it is looking for jobs.
 start_peer() {
   local log="$WORK/logs/peer.log" lines=0
   [[ ! -f "$log" ]] || lines=$(wc -l <"$log")
-  PGDATABASE=$1 SIM_URL=$SIM_URL CONCURRENCY=$2 node "$BENCH/peer/worker.js" >>"$log" 2>&1 &
+  PGDATABASE=$1 SIM_URL=$SIM_URL CONCURRENCY=$2 POOL_MAX=${3:-} node "$BENCH/peer/worker.js" >>"$log" 2>&1 &
   PEER_PID=$!
   for _ in $(seq 600); do
     tail -n +"$((lines + 1))" "$log" | grep -q 'looking for jobs' && return 0
@@ -169,7 +180,89 @@ cleanup() {
   exit "$status"
 }
 
+# --- CPU accounting -----------------------------------------------------------------------------
+# Clock ticks (getconf CLK_TCK, 100 a second) of user + system time, read from /proc.
+
+# proc_ticks PID: what the process (every thread of it) used so far; 0 when it is gone.
+proc_ticks() {
+  awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+# pg_ticks: what the bench cluster used so far: the postmaster itself, the children it has reaped
+# (cutime + cstime: backends that ended, e.g. the harness's psql sessions) and every live child
+# (backends, checkpointer, WAL writer, ...). Only this cluster: other clusters on the machine are
+# not its children.
+pg_ticks() {
+  local pm files=() pid
+  pm=$(head -n 1 "$WORK/pg/data/postmaster.pid")
+  for pid in $(pgrep -P "$pm"); do files+=("/proc/$pid/stat"); done
+  # cat, not awk's own file list: mawk gives up on a file that vanished (a backend that ended)
+  { cat "/proc/$pm/stat"; [[ ${#files[@]} -eq 0 ]] || cat "${files[@]}" 2>/dev/null || true; } |
+    awk '{ sub(/.*\) /, ""); t += $12 + $13; if (NR == 1) t += $14 + $15 } END { print t + 0 }'
+}
+
+# machine_ticks: "busy total" of the whole machine so far (all CPUs; busy is user, nice, system
+# and interrupts; total adds idle, iowait and time stolen by the hypervisor).
+machine_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+
+# cpu_begin: notes the cluster's, the simulator's and the machine's ticks before a drain.
+cpu_begin() {
+  CPU0_PG=$(pg_ticks)
+  CPU0_SIM=$(proc_ticks "$SIM_PID")
+  read -r CPU0_BUSY CPU0_ALL < <(machine_ticks)
+}
+
+# cpu_end SYSTEM_TICKS EVENTS [SYSTEM_STARTUP PG_STARTUP]: key=value words for emit: CPU
+# milliseconds per event of the system under test (SYSTEM_TICKS: what its process used since it
+# started, less SYSTEM_STARTUP), of PostgreSQL (since cpu_begin, less PG_STARTUP) and of the
+# simulator (since cpu_begin), their sum, and the share of the machine the rest of it used
+# meanwhile: other users of the CPUs, plus this harness's own psql polls.
+cpu_end() {
+  local pg sim busy all
+  pg=$(( $(pg_ticks) - CPU0_PG ))
+  sim=$(( $(proc_ticks "$SIM_PID") - CPU0_SIM ))
+  read -r busy all < <(machine_ticks)
+  awk -v raw="$1" -v n="$2" -v sut0="${3:-0}" -v pg0="${4:-0}" -v pg="$pg" -v sim="$sim" \
+    -v busy=$((busy - CPU0_BUSY)) -v all=$((all - CPU0_ALL)) -v hz="$(getconf CLK_TCK)" \
+    -v load="$(cut -d ' ' -f 1 /proc/loadavg)" 'BEGIN {
+      ms = 1000 / hz / n
+      sut = raw - sut0; if (sut < 0) sut = 0
+      pgw = pg - pg0; if (pgw < 0) pgw = 0
+      others = busy - raw - pg - sim; if (others < 0) others = 0
+      printf "cpu_process_ms=%.4f cpu_postgres_ms=%.4f cpu_simulator_ms=%.4f cpu_total_ms=%.4f ",
+        sut * ms, pgw * ms, sim * ms, (sut + pgw + sim) * ms
+      printf "cpu_others_pct=%.1f machine_busy_pct=%.1f load1_end=%s\n",
+        all ? 100 * others / all : 0, all ? 100 * busy / all : 0, load
+    }'
+}
+
 # --- backlogs and drains (shared by run.sh and profile.sh) ---------------------------------------
+
+# outboxd_sets CONCURRENCY [CONNECTIONS]: sets OUTBOXD_SETS to outboxd's --set options for
+# CONCURRENCY calls in flight, and OUTBOXD_POOL / OUTBOXD_CIF to its processors and calls in flight
+# per processor: ceil(CONCURRENCY / CALLS_IN_FLIGHT) processors (threads; CALLS_IN_FLIGHT comes
+# from BENCH_CALLS_IN_FLIGHT, default 16), each with outbox.callsInFlight = CONCURRENCY /
+# processors (rounded up). With CONNECTIONS (the slow-partner
+# measure) outboxd opens at most that many database connections in all: at most CONNECTIONS
+# processors (beyond, the calls in flight per processor grow instead), outbox.connections =
+# CONNECTIONS - 3 (processors, dead-letter processors, janitor), database.poolSize = 2 (the API's:
+# only /readyz uses it here) and the listener's one. CALLS_IN_FLIGHT=0, for a binary from before
+# outbox.callsInFlight: one processor per call in flight.
+outboxd_sets() {
+  local conc=$1 conns=${2:-} per=${CALLS_IN_FLIGHT:-16}
+  if [[ "$per" -gt 0 ]]; then
+    OUTBOXD_POOL=$(( (conc + per - 1) / per ))
+    if [[ -n "$conns" && "$OUTBOXD_POOL" -gt "$conns" ]]; then OUTBOXD_POOL=$conns; fi
+    OUTBOXD_CIF=$(( (conc + OUTBOXD_POOL - 1) / OUTBOXD_POOL ))
+    OUTBOXD_SETS=(--set outbox.poolSize="$OUTBOXD_POOL" --set outbox.callsInFlight="$OUTBOXD_CIF")
+  else
+    OUTBOXD_POOL=$conc OUTBOXD_CIF=1
+    OUTBOXD_SETS=(--set outbox.poolSize="$conc")
+  fi
+  if [[ -n "$conns" ]]; then
+    OUTBOXD_SETS+=(--set database.poolSize=2 --set outbox.connections="$((conns - 3))")
+  fi
+}
 
 # load_backlog NAME [TEMPLATE]: adds DRAIN_ORDERS orders to NAME (first made a copy of TEMPLATE)
 # through POST /api/orders with processing off (outbox.enabled=false), so the backlog is exactly
@@ -184,23 +277,68 @@ load_backlog() {
   q "$1" "VACUUM (ANALYZE)"
 }
 
-# remaining SYSTEM: orders (and outbox rows / jobs) not finished yet. Cheap with any history: both
-# counts use partial or leading-column indexes.
-remaining() {
+# remaining_sql SYSTEM: orders (and outbox rows / jobs) not finished yet. Cheap with any history:
+# both counts use partial or leading-column indexes.
+remaining_sql() {
   if [[ "$1" == outboxd ]]; then
-    q bench "SELECT (SELECT count(*) FROM orders WHERE order_status = 'PENDING' AND NOT deleted)
-                  + (SELECT count(*) FROM outbox_events WHERE status <> 'PROCESSED')"
+    echo "(SELECT count(*) FROM orders WHERE order_status = 'PENDING' AND NOT deleted)
+        + (SELECT count(*) FROM outbox_events WHERE status <> 'PROCESSED')"
   else
-    q bench "SELECT (SELECT count(*) FROM peer.orders WHERE order_status = 'PENDING' AND NOT deleted)
-                  + (SELECT count(*) FROM graphile_worker._private_jobs)"
+    echo "(SELECT count(*) FROM peer.orders WHERE order_status = 'PENDING' AND NOT deleted)
+        + (SELECT count(*) FROM graphile_worker._private_jobs)"
+  fi
+}
+remaining() { q bench "SELECT $(remaining_sql "$1")"; }
+
+# The client connections to database bench by application_name, a worker connection's number
+# stripped (outboxd-worker-7 counts as outboxd-worker), the harness's psql left out:
+# "graphile-worker=16" or "outboxd=1,outboxd-listener=1,outboxd-worker=16".
+CONNECTIONS_SQL="(SELECT coalesce(string_agg(a || '=' || n, ',' ORDER BY a), '') FROM (
+    SELECT regexp_replace(application_name, '-[0-9]+$', '') AS a, count(*) AS n FROM pg_stat_activity
+     WHERE datname = 'bench' AND backend_type = 'client backend' AND application_name <> 'psql'
+     GROUP BY 1) c)"
+
+# poll_open / poll_close: one psql session on database bench for wait_drained's polls while a
+# drain's CPU is counted (a new psql per poll would start a backend 4 times a second, tens of
+# milliseconds of PostgreSQL's CPU each on a busy machine).
+poll_open() {
+  coproc POLL { psql -X -q -At -d bench 2>&1; }
+}
+poll_close() {
+  [[ -n "${POLL_PID:-}" ]] || return 0
+  local pid=$POLL_PID
+  echo '\q' >&"${POLL[1]}"
+  wait "$pid" 2>/dev/null || true
+  unset POLL_PID
+}
+# poll SQL: sets ROW to the one row of SQL, through the open session (else a psql of its own).
+# Not in a $(...): the session's pipes do not reach subshells.
+poll() {
+  if [[ -n "${POLL_PID:-}" ]]; then
+    echo "$1;" >&"${POLL[1]}"
+    IFS= read -r -t 60 ROW <&"${POLL[0]}" || die "no answer from the polling psql session"
+  else
+    ROW=$(q bench "$1")
   fi
 }
 
-# wait_drained SYSTEM: polls every 0.25 s; fails when nothing moves for 60 s.
+# wait_drained SYSTEM [PID SAMPLES]: polls every 0.25 s; fails when nothing moves for 60 s. With
+# PID, every poll also appends "threads rss_kb connections" of that process to the file SAMPLES
+# (the same query: no extra database session).
 wait_drained() {
-  local left last=-1 still=0
+  local left last=-1 still=0 conns
   while :; do
-    left=$(remaining "$1")
+    if [[ -n "${2:-}" ]]; then
+      poll "SELECT $(remaining_sql "$1"), $CONNECTIONS_SQL"
+      left=${ROW%%|*}
+      conns=${ROW#*|}
+      awk -v c="${conns:--}" '$1 == "Threads:" { t = $2 } $1 == "VmRSS:" { r = $2 }
+        END { if (t) print t, r, c }' "/proc/$2/status" >>"$3" 2>/dev/null || true
+    else
+      poll "SELECT $(remaining_sql "$1")"
+      left=$ROW
+    fi
+    [[ "$left" =~ ^[0-9]+$ ]] || die "drain poll answered: $left"
     [[ "$left" -eq 0 ]] && return 0
     if [[ "$left" -eq "$last" ]]; then
       still=$((still + 1))

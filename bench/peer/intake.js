@@ -6,6 +6,10 @@
 //                                               JSON line per order: {"orderId", "commitMs"}, the
 //                                               wall-clock time (ms, sub-ms precision) at which
 //                                               COMMIT was acknowledged
+//   node intake.js paced outboxd|peer N RATE CLIENTS
+//                                               the same over CLIENTS connections: order i is due
+//                                               at start + i / RATE and goes out on connection
+//                                               i mod CLIENTS (one behind schedule commits at once)
 // The outboxd rows are the ones POST /api/orders writes (persistence/order_repository.cpp); the
 // wake-up measure inserts them here so that both systems' commit times are taken the same way.
 'use strict';
@@ -78,19 +82,22 @@ async function backlog(total, clients) {
   console.log(JSON.stringify({ orders: total, seconds, orders_per_s: total / seconds }));
 }
 
-async function wake(target, total, rate) {
-  const pool = new Pool({ max: 1 });
-  const client = await pool.connect();
+async function wake(target, total, rate, clients = 1) {
+  const pool = new Pool({ max: clients, application_name: 'bench-intake' });
+  const conns = await Promise.all(Array.from({ length: clients }, () => pool.connect()));
   const now = makeClock();
-  await createOrder(client, target); // one unmeasured order first: prepared statements, warm caches
+  // one unmeasured order per connection first: prepared statements, warm caches
+  await Promise.all(conns.map((client) => createOrder(client, target)));
   const start = now() + 200;
   const lines = [];
-  for (let i = 0; i < total; i++) {
-    await sleep(start + (i * 1000) / rate - now());
-    const orderId = await createOrder(client, target);
-    lines.push(JSON.stringify({ orderId, commitMs: now() }));
-  }
-  client.release();
+  await Promise.all(conns.map(async (client, k) => {
+    for (let i = k; i < total; i += clients) {
+      await sleep(start + (i * 1000) / rate - now());
+      const orderId = await createOrder(client, target);
+      lines.push(JSON.stringify({ orderId, commitMs: now() }));
+    }
+  }));
+  conns.forEach((client) => client.release());
   await pool.end();
   process.stdout.write(lines.join('\n') + '\n');
 }
@@ -99,9 +106,11 @@ const [mode, ...args] = process.argv.slice(2);
 const main = mode === 'backlog' ? () => backlog(Number(args[0]), Number(args[1] || 8))
   : mode === 'wake' && ['outboxd', 'peer'].includes(args[0])
     ? () => wake(args[0], Number(args[1]), Number(args[2]))
-    : null;
+    : mode === 'paced' && ['outboxd', 'peer'].includes(args[0])
+      ? () => wake(args[0], Number(args[1]), Number(args[2]), Number(args[3] || 1))
+      : null;
 if (!main) {
-  console.error('usage: intake.js backlog N [CLIENTS] | intake.js wake outboxd|peer N RATE');
+  console.error('usage: intake.js backlog N [CLIENTS] | intake.js wake|paced outboxd|peer N RATE [CLIENTS]');
   process.exit(2);
 }
 main().catch((e) => {

@@ -3,7 +3,9 @@
 // same 4 sequential keep-alive HTTP calls to the same simulator endpoints, with the same bodies
 // and headers, inserts one audit row per call (peer.aggregate_results, committed as it happens,
 // like outboxd's aggregate_results), then marks the order CONFIRMED.
-//   PG* variables name the database; SIM_URL the simulator; CONCURRENCY the concurrent jobs.
+//   PG* variables name the database; SIM_URL the simulator; CONCURRENCY the concurrent jobs;
+//   POOL_MAX the database connections (default 2 x CONCURRENCY + 2). The connections show as
+//   application_name "graphile-worker" in pg_stat_activity.
 //   node worker.js --migrate    only install graphile-worker's schema, then exit
 'use strict';
 const http = require('http');
@@ -21,6 +23,7 @@ if (process.argv[2] === '--migrate') {
 
 const simUrl = process.env.SIM_URL;
 const concurrency = Number(process.env.CONCURRENCY || 4);
+const poolMax = Number(process.env.POOL_MAX || 2 * concurrency + 2);
 if (!simUrl) {
   console.error('worker.js: SIM_URL is not set');
   process.exit(2);
@@ -101,8 +104,9 @@ async function processOrder(order, helpers) {
 }
 
 (async () => {
-  // graphile-worker's advice: a pool of concurrency + 2 for the worker; the tasks' queries share it.
-  const pgPool = new Pool({ max: 2 * concurrency + 2 });
+  // graphile-worker's advice: a pool of concurrency + 2 for the worker; the tasks' queries share it
+  // (the default here); the slow-partner measure gives it the same budget as outboxd instead.
+  const pgPool = new Pool({ max: poolMax, application_name: 'graphile-worker' });
   pgPool.on('error', (e) => console.error(`worker.js: idle database connection failed: ${e.message}`));
   const runner = await run({
     pgPool,

@@ -179,12 +179,19 @@ SELECT coalesce(
   (SELECT max(event_id) FROM aggregate_results
     WHERE aggregate_id = $2 AND event_type = $3 AND destination NOT LIKE '%.revert')))sql";
 
-/// The attempt row's INSERT with its 19 values bound to parameters $first, $first+1, ...
-std::string insert_attempt_sql(int first) {
-  std::string sql = fmt::format("{} VALUES (${}", record_attempt_columns, first);
-  for (int i = 1; i < attempt_columns_count; ++i)
-    sql += fmt::format(", ${}", first + i);
-  return sql + ")";
+/// The attempt rows' INSERT with `rows` rows of 19 values each, bound to parameters $first,
+/// $first+1, ... row after row.
+std::string insert_attempt_sql(int first, std::size_t rows = 1) {
+  std::string sql = record_attempt_columns;
+  sql += " VALUES ";
+  int param = first;
+  for (std::size_t r = 0; r < rows; ++r) {
+    sql += r ? ", (" : "(";
+    for (int i = 0; i < attempt_columns_count; ++i)
+      sql += (i ? ", $" : "$") + std::to_string(param++);
+    sql += ")";
+  }
+  return sql;
 }
 
 /// Bytes as a bytea parameter in text form (PostgreSQL's hex input format): a text parameter
@@ -200,6 +207,39 @@ std::optional<std::string> bytea_param(const std::optional<std::string>& bytes) 
     out += digits[c & 15];
   }
   return out;
+}
+
+/// A statement parameter in text form; nullopt is NULL.
+using param = std::optional<std::string>;
+
+template <class T> param to_param(const std::optional<T>& v) {
+  return v ? param(pqxx::to_string(*v)) : std::nullopt;
+}
+template <class T> param to_param(const T& v) {
+  return pqxx::to_string(v);
+}
+
+/// Appends the 19 parameters of attempt row `a`, in the order of record_attempt_columns.
+void add_attempt_params(std::vector<param>& out, const attempt_row& a) {
+  out.push_back(to_param(a.event_id));
+  out.push_back(a.aggregate_id);
+  out.push_back(a.event_type);
+  out.push_back(a.destination);
+  out.push_back(to_param(a.fanout_order));
+  out.push_back(to_param(a.attempt));
+  out.push_back(a.endpoint_url);
+  out.push_back(a.http_method);
+  out.push_back(a.idempotency_key);
+  out.push_back(a.request_payload_json);
+  out.push_back(to_param(a.response_status));
+  out.push_back(a.response_payload_json);
+  out.push_back(a.response_text);
+  out.push_back(std::string(domain::to_string(a.outcome)));
+  out.push_back(a.error_message);
+  out.push_back(to_param(a.duration_ms));
+  out.push_back(bytea_param(a.response_body));
+  out.push_back(a.response_content_type);
+  out.push_back(to_param(a.response_truncated));
 }
 
 bool is_cancellation(const std::string& event_type) {
@@ -222,8 +262,6 @@ claimed_event to_claimed(const pqxx::row& r) {
 
 outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks)
     : conn_(conn), hooks_(std::move(hooks)) {
-  conn_.prepare("outbox_record_attempt",
-                fmt::format("{} RETURNING {}", insert_attempt_sql(1), async_commit));
   conn_.prepare("outbox_successes", successes_sql);
   conn_.prepare("outbox_reverted", reverted_sql);
   conn_.prepare("outbox_latest_event", latest_event_sql);
@@ -263,14 +301,23 @@ std::vector<claimed_event> outbox_repository::claim(const std::string& owner, in
   return out;
 }
 
-void outbox_repository::record_attempt(const attempt_row& a) {
-  pqxx::nontransaction tx(conn_);
-  tx.exec_prepared("outbox_record_attempt", a.event_id, a.aggregate_id, a.event_type, a.destination,
-                   a.fanout_order, a.attempt, a.endpoint_url, a.http_method, a.idempotency_key,
-                   a.request_payload_json, a.response_status, a.response_payload_json,
-                   a.response_text, std::string(domain::to_string(a.outcome)), a.error_message,
-                   a.duration_ms, bytea_param(a.response_body), a.response_content_type,
-                   a.response_truncated);
+void outbox_repository::record_attempt(const attempt_row& row) {
+  record_attempts({&row});
+}
+
+void outbox_repository::record_attempts(const std::vector<const attempt_row*>& rows) {
+  for (std::size_t first = 0; first < rows.size(); first += max_rows_per_insert) {
+    const auto count = std::min(max_rows_per_insert, rows.size() - first);
+    auto key = fmt::format("outbox_record_attempts:{}", count);
+    if (prepared_.insert(key).second)
+      conn_.prepare(key, fmt::format("{} RETURNING {}", insert_attempt_sql(1, count), async_commit));
+    std::vector<param> params;
+    params.reserve(count * attempt_columns_count);
+    for (std::size_t i = first; i < first + count; ++i)
+      add_attempt_params(params, *rows[i]);
+    pqxx::nontransaction tx(conn_);
+    tx.exec_prepared(key, pqxx::prepare::make_dynamic_params(params));
+  }
 }
 
 std::vector<stored_success> outbox_repository::successes(std::int64_t event_id) {
@@ -339,7 +386,7 @@ const std::string& outbox_repository::finishing(const char* kind, const char* do
                                                 int reason_param, int attempt_param) {
   auto key = fmt::format("outbox_{}:{}:{}{}", kind, aggregate_type,
                          outcome ? static_cast<int>(*outcome) : -1, attempt_param ? ":row" : "");
-  auto [it, added] = finishing_.insert(key);
+  auto [it, added] = prepared_.insert(key);
   if (added) {
     auto sql =
         done_sql + transition_ctes(hooks_of(hooks_, aggregate_type), outcome, "done", reason_param);
@@ -359,15 +406,10 @@ bool outbox_repository::complete(const claimed_event& e,
       finishing("complete", complete_sql, e.aggregate_type, outcome, 3, last_attempt ? 4 : 0);
   if (!last_attempt)
     return tx.exec_prepared1(statement, e.id, e.lease_token, reason)[0].as<int>() == 1;
-  const auto& a = *last_attempt;
-  return tx.exec_prepared1(statement, e.id, e.lease_token, reason, a.event_id, a.aggregate_id,
-                           a.event_type, a.destination, a.fanout_order, a.attempt, a.endpoint_url,
-                           a.http_method, a.idempotency_key, a.request_payload_json,
-                           a.response_status, a.response_payload_json, a.response_text,
-                           std::string(domain::to_string(a.outcome)), a.error_message,
-                           a.duration_ms, bytea_param(a.response_body), a.response_content_type,
-                           a.response_truncated)[0]
-             .as<int>() == 1;
+  std::vector<param> params{to_param(e.id), to_param(e.lease_token), reason};
+  add_attempt_params(params, *last_attempt);
+  return tx.exec_prepared1(statement, pqxx::prepare::make_dynamic_params(params))[0].as<int>() ==
+         1;
 }
 
 bool outbox_repository::retry(const claimed_event& e, std::chrono::milliseconds delay,

@@ -85,6 +85,11 @@ public:
 
   /// Appends one attempt row (its own transaction: committed before the state moves on).
   void record_attempt(const attempt_row& row);
+  /// Appends attempt rows, up to max_rows_per_insert in one statement (one transaction, one
+  /// round trip; more make several), each committed before this returns, or throws.
+  void record_attempts(const std::vector<const attempt_row*>& rows);
+  /// The most rows one statement of record_attempts() inserts.
+  static constexpr std::size_t max_rows_per_insert = 128;
 
   /// The latest successful forward attempt per destination of `event_id` (resume and
   /// compensation input), in fan-out order.
@@ -164,7 +169,7 @@ private:
 
   pqxx::connection& conn_;
   hooks_by_type hooks_;
-  std::set<std::string> finishing_; // names of the finishing statements prepared so far
+  std::set<std::string> prepared_; // names of the statements prepared on first use
 };
 
 } // namespace outboxd::persistence

@@ -15,7 +15,7 @@ attempt_writer::attempt_writer(persistence::worker_connections& db, std::string 
 }
 
 attempt_writer::~attempt_writer() {
-  driver_.attach(nullptr);
+  driver_.detach(this);
 }
 
 std::vector<std::exception_ptr> attempt_writer::write(const std::vector<waiting>& batch) {

@@ -13,11 +13,11 @@ call_driver::~call_driver() {
 void call_driver::spawn(task<void> run, std::function<void(std::exception_ptr)> done) {
   const auto id = ++next_run_;
   runs_.emplace(id, std::coroutine_handle<>{});
-  auto started = spawn_detached(std::move(run), [this, id, done = std::move(done)](
-                                                    std::exception_ptr error) {
-    runs_.erase(id);
-    done(error);
-  });
+  auto started =
+      spawn_detached(std::move(run), [this, id, done = std::move(done)](std::exception_ptr error) {
+        runs_.erase(id);
+        done(error);
+      });
   // Still registered: the run is suspended (one that ended at once has erased itself).
   if (auto it = runs_.find(id); it != runs_.end())
     it->second = started.handle;
@@ -42,9 +42,14 @@ std::size_t call_driver::resume_due_timers() {
 std::size_t call_driver::flush_batch() {
   // A run resumed by a flush may hand over more (rows written back to back) before it calls.
   std::size_t resumed = 0;
-  if (batch_)
-    while (auto n = batch_->flush())
-      resumed += n;
+  for (bool again = true; again;) {
+    again = false;
+    for (auto* b : batches_)
+      if (auto n = b->flush()) {
+        resumed += n;
+        again = true;
+      }
+  }
   return resumed;
 }
 
@@ -56,8 +61,8 @@ std::size_t call_driver::drive(std::chrono::milliseconds max_wait) {
   auto wait = resumed ? std::chrono::milliseconds{0} : max_wait;
   if (!timers_.empty())
     wait = std::min(wait, std::max(std::chrono::milliseconds{0},
-                                   std::chrono::ceil<std::chrono::milliseconds>(
-                                       timers_.top().at - clock::now())));
+                                   std::chrono::ceil<std::chrono::milliseconds>(timers_.top().at -
+                                                                                clock::now())));
   resumed += calls_.run(wait);
   resumed += flush_batch();
   resumed += resume_due_timers();
@@ -66,8 +71,8 @@ std::size_t call_driver::drive(std::chrono::milliseconds max_wait) {
 }
 
 void call_driver::cancel_all() {
-  if (batch_)
-    batch_->drop();
+  for (auto* b : batches_)
+    b->drop();
   calls_.cancel_all();
   timers_ = {};
   auto runs = std::move(runs_);

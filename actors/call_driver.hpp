@@ -6,6 +6,7 @@
 #include "actors/task.hpp"
 #include "client/multi_caller.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <coroutine>
 #include <cstdint>
@@ -73,9 +74,12 @@ public:
   /// spawn() or a later drive(), with the exception it ended with (or null).
   void spawn(task<void> run, std::function<void(std::exception_ptr)> done);
 
-  /// `b` (or nothing) is flushed by drive() and dropped by cancel_all(); it must detach itself
-  /// before it is destroyed.
-  void attach(batch* b) { batch_ = b; }
+  /// `b` is flushed by drive() (batches in the order attached) and dropped by cancel_all(); it
+  /// must detach itself before it is destroyed.
+  void attach(batch* b) { batches_.push_back(b); }
+  void detach(batch* b) {
+    batches_.erase(std::remove(batches_.begin(), batches_.end(), b), batches_.end());
+  }
 
   /// Runs started and not ended.
   std::size_t running() const { return runs_.size(); }
@@ -105,7 +109,7 @@ private:
   std::uint64_t timer_seq_ = 0;
   std::map<std::uint64_t, std::coroutine_handle<>> runs_; // live top-level runs by id
   std::uint64_t next_run_ = 0;
-  batch* batch_ = nullptr;
+  std::vector<batch*> batches_;
 };
 
 } // namespace outboxd::actors

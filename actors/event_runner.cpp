@@ -90,7 +90,7 @@ void fill_response(persistence::attempt_row& row, const client::call_result& r,
 
 event_runner::event_runner(const engine_context& ctx, std::string actor_name, call_driver& driver)
     : ctx_(ctx), name_(std::move(actor_name)), driver_(driver), rows_(*ctx_.db, name_, driver),
-      rng_(std::random_device{}()) {}
+      completions_(*ctx_.db, name_, driver), rng_(std::random_device{}()) {}
 
 domain::retry_budget event_runner::budget(domain::run_kind run,
                                           const std::string& destination) const {
@@ -295,7 +295,8 @@ task<void> event_runner::run_fanout(const persistence::claimed_event& e) {
     log::warn(name_,
               "event {} ({} of {} {}): no fan-out configured for this type; nothing to deliver",
               e.id, e.event_type, e.aggregate_type, e.aggregate_id);
-    repo()->complete(e, domain::engine_outcome::fanout_succeeded);
+    if (!co_await completions_.complete(e, domain::engine_outcome::fanout_succeeded, {}, nullptr))
+      lease_lost(e, "result");
     co_return;
   }
   documents docs;
@@ -359,8 +360,8 @@ task<void> event_runner::run_fanout(const persistence::claimed_event& e) {
 
   const metrics::labels type{{"event_type", e.event_type}};
   if (!failed) {
-    bool completed = repo()->complete(e, domain::engine_outcome::fanout_succeeded, {},
-                                      last_row ? &*last_row : nullptr);
+    bool completed = co_await completions_.complete(e, domain::engine_outcome::fanout_succeeded, {},
+                                                    last_row ? &*last_row : nullptr);
     if (last_row)
       observe_call(*last_row);
     if (completed) {
@@ -508,7 +509,8 @@ task<void> event_runner::run_cancellation(const persistence::claimed_event& e) {
     break;
   }
   if (result.what == compensation_result::kind::done) {
-    if (!repo()->complete(e, domain::engine_outcome::cancellation_compensated)) {
+    if (!co_await completions_.complete(e, domain::engine_outcome::cancellation_compensated, {},
+                                        nullptr)) {
       lease_lost(e, "cancellation result");
       co_return;
     }

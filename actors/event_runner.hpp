@@ -7,6 +7,7 @@
 
 #include "actors/attempt_writer.hpp"
 #include "actors/call_driver.hpp"
+#include "actors/completion_writer.hpp"
 #include "actors/destination_gates.hpp"
 #include "actors/messages.hpp"
 #include "actors/task.hpp"
@@ -178,6 +179,7 @@ private:
   std::string name_;
   call_driver& driver_;
   attempt_writer rows_;
+  completion_writer completions_;
   std::mt19937_64 rng_;
 };
 

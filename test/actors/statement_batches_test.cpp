@@ -1,9 +1,10 @@
-// The attempt rows of a processor's runs written together on a real PostgreSQL: the rows of
-// several runs commit in one transaction before any of those runs goes on; a lost connection
-// fails every run that waited on the flush, and none of them goes on; a row the database refuses
-// fails only its own run.
+// The statements of a processor's runs written together on a real PostgreSQL: the attempt rows
+// of several runs commit in one transaction before any of those runs goes on, and so do their
+// completions, each fenced by its own lease; a lost connection fails every run that waited on the
+// flush, and none of them goes on; a row the database refuses fails only its own run.
 #include "actors/attempt_writer.hpp"
 #include "actors/call_driver.hpp"
+#include "actors/completion_writer.hpp"
 #include "persistence/connection_pool.hpp"
 #include "persistence/worker_connections.hpp"
 #include "test/support/test_db.hpp"
@@ -109,8 +110,7 @@ TEST_CASE("a lost connection fails every run waiting on the flush, and none of t
     r.spawn({row_of(i, "inventory"), row_of(i, "fraud")});
   REQUIRE(r.writer.pending() == 3);
   CHECK(query_value(db(), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                          "WHERE datname = current_database() AND pid <> pg_backend_pid()") ==
-        "1");
+                          "WHERE datname = current_database() AND pid <> pg_backend_pid()") == "1");
 
   r.driver.drive(0ms);
   CHECK(r.driver.running() == 0);
@@ -161,4 +161,84 @@ TEST_CASE("runs cancelled while their rows wait are dropped with the rows unwrit
   r.driver.drive(0ms);
   CHECK(count_rows(db(), "aggregate_results") == 0);
   CHECK(r.went_on == std::vector<long long>{-1, -1});
+}
+
+namespace {
+
+/// Claims `n` new events (aggregates 1..n) on `pool`.
+std::vector<persistence::claimed_event> claim_events(persistence::worker_connections& pool, int n) {
+  for (int i = 1; i <= n; ++i)
+    query_value(db(), "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, "
+                      "payloads, idempotency_key) VALUES ('thing', '" +
+                          std::to_string(i) + "', 'Thing', '{}', 'k" + std::to_string(i) + "')");
+  return pool.outbox("test-processor")->claim("test-processor", n, 60s);
+}
+
+} // namespace
+
+TEST_CASE("completions of several runs commit in one transaction, each fenced by its own lease") {
+  truncate_all(db());
+  persistence::worker_connections pool([](int) { return db(); }, 1, {});
+  actors::call_driver driver;
+  actors::completion_writer completions(pool, "test-processor", driver);
+  auto events = claim_events(pool, 3);
+  REQUIRE(events.size() == 3);
+  // Another worker took event 2 over: its completion must change nothing.
+  query_value(db(), "UPDATE outbox_events SET lease_token = lease_token + 1000 WHERE id = " +
+                        std::to_string(events[1].id));
+  std::vector<persistence::attempt_row> last_rows;
+  for (const auto& e : events)
+    last_rows.push_back(row_of(e.id, "billing"));
+  std::vector<int> answers(3, -1); // -1: not resumed yet
+  std::vector<std::exception_ptr> errors(3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto run = [](actors::completion_writer& w, const persistence::claimed_event& e,
+                  const persistence::attempt_row& row, int& answer) -> actors::task<void> {
+      answer = co_await w.complete(e, domain::engine_outcome::fanout_succeeded, {}, &row) ? 1 : 0;
+    };
+    driver.spawn(run(completions, events[i], last_rows[i], answers[i]),
+                 [&errors, i](std::exception_ptr error) { errors[i] = error; });
+  }
+  CHECK(completions.pending() == 3);
+  CHECK(answers == std::vector<int>{-1, -1, -1});
+
+  driver.drive(0ms);
+  CHECK(answers == std::vector<int>{1, 0, 1});
+  for (const auto& error : errors)
+    CHECK_FALSE(error);
+  CHECK(query_value(db(), "SELECT string_agg(id::text || ':' || status, ',' ORDER BY id) FROM "
+                          "outbox_events") == "1:PROCESSED,2:PROCESSING,3:PROCESSED");
+  // The calls were made: every last row commits, with its completion or without one.
+  CHECK(count_rows(db(), "aggregate_results") == 3);
+  CHECK(query_value(db(), "SELECT count(DISTINCT xmin::text) FROM (SELECT xmin FROM "
+                          "outbox_events WHERE status = 'PROCESSED' UNION ALL SELECT xmin FROM "
+                          "aggregate_results) t") == "1");
+}
+
+TEST_CASE("a lost connection fails every completion waiting on the flush") {
+  truncate_all(db());
+  persistence::worker_connections pool([](int) { return db(); }, 1, {});
+  actors::call_driver driver;
+  actors::completion_writer completions(pool, "test-processor", driver);
+  auto events = claim_events(pool, 2);
+  REQUIRE(events.size() == 2);
+  std::vector<int> answers(2, -1);
+  std::vector<std::exception_ptr> errors(2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    auto run = [](actors::completion_writer& w, const persistence::claimed_event& e,
+                  int& answer) -> actors::task<void> {
+      answer = co_await w.complete(e, domain::engine_outcome::fanout_succeeded, {}, nullptr);
+    };
+    driver.spawn(run(completions, events[i], answers[i]),
+                 [&errors, i](std::exception_ptr error) { errors[i] = error; });
+  }
+  CHECK(query_value(db(), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                          "WHERE datname = current_database() AND pid <> pg_backend_pid()") == "1");
+  driver.drive(0ms);
+  CHECK(answers == std::vector<int>{-1, -1});
+  for (const auto& error : errors) {
+    REQUIRE(error);
+    inspect(error, [](const std::exception& e) { CHECK(persistence::is_connection_loss(e)); });
+  }
+  CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSING'") == "2");
 }

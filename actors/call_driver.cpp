@@ -39,19 +39,40 @@ std::size_t call_driver::resume_due_timers() {
   return resumed;
 }
 
+std::size_t call_driver::flush_batch() {
+  // A run resumed by a flush may hand over more (rows written back to back) before it calls.
+  std::size_t resumed = 0;
+  for (bool again = true; again;) {
+    again = false;
+    for (auto* b : batches_)
+      if (auto n = b->flush()) {
+        resumed += n;
+        again = true;
+      }
+  }
+  return resumed;
+}
+
 std::size_t call_driver::drive(std::chrono::milliseconds max_wait) {
-  std::size_t resumed = resume_due_timers();
+  // Runs started since the last drive may wait on the batch already.
+  std::size_t resumed = flush_batch();
+  resumed += resume_due_timers();
+  resumed += flush_batch();
   auto wait = resumed ? std::chrono::milliseconds{0} : max_wait;
   if (!timers_.empty())
     wait = std::min(wait, std::max(std::chrono::milliseconds{0},
                                    std::chrono::ceil<std::chrono::milliseconds>(
                                        timers_.top().at - clock::now())));
   resumed += calls_.run(wait);
+  resumed += flush_batch();
   resumed += resume_due_timers();
+  resumed += flush_batch();
   return resumed;
 }
 
 void call_driver::cancel_all() {
+  for (auto* b : batches_)
+    b->drop();
   calls_.cancel_all();
   timers_ = {};
   auto runs = std::move(runs_);

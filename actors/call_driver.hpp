@@ -6,6 +6,7 @@
 #include "actors/task.hpp"
 #include "client/multi_caller.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <coroutine>
 #include <cstdint>
@@ -20,6 +21,18 @@ namespace outboxd::actors {
 class call_driver {
 public:
   using clock = std::chrono::steady_clock;
+
+  /// Work that runs hand over and then wait for, done for all of them at once (their attempt
+  /// rows written in one statement): drive() flushes it each time it has resumed runs, before
+  /// it waits on the calls, until nothing is left.
+  class batch {
+  public:
+    virtual ~batch() = default;
+    /// Does what is pending and resumes the runs that waited for it; how many.
+    virtual std::size_t flush() = 0;
+    /// Forgets what is pending without resuming its runs (they are being destroyed).
+    virtual void drop() = 0;
+  };
 
   call_driver() = default;
   /// Cancels everything (see cancel_all).
@@ -61,11 +74,20 @@ public:
   /// spawn() or a later drive(), with the exception it ended with (or null).
   void spawn(task<void> run, std::function<void(std::exception_ptr)> done);
 
+  /// `b` is flushed by drive() (batches in the order attached) and dropped by cancel_all(); it
+  /// must detach itself before it is destroyed.
+  void attach(batch* b) { batches_.push_back(b); }
+  void detach(batch* b) {
+    batches_.erase(std::remove(batches_.begin(), batches_.end(), b), batches_.end());
+  }
+
   /// Runs started and not ended.
   std::size_t running() const { return runs_.size(); }
 
   /// Resumes the runs whose time came and waits, at most `max_wait` (less when a timer is due
-  /// sooner), for calls to finish, resuming their runs. Returns how many runs were resumed.
+  /// sooner), for calls to finish, resuming their runs; flushes the batch after each of these
+  /// (and before the wait), so no run waits on it past drive(). Returns how many runs were
+  /// resumed.
   std::size_t drive(std::chrono::milliseconds max_wait);
 
   /// Ends every run where it waits, without resuming it: its calls are dropped, its frame
@@ -80,12 +102,14 @@ private:
     bool operator>(const timer& o) const { return at != o.at ? at > o.at : seq > o.seq; }
   };
   std::size_t resume_due_timers();
+  std::size_t flush_batch();
 
   client::multi_caller calls_;
   std::priority_queue<timer, std::vector<timer>, std::greater<>> timers_;
   std::uint64_t timer_seq_ = 0;
   std::map<std::uint64_t, std::coroutine_handle<>> runs_; // live top-level runs by id
   std::uint64_t next_run_ = 0;
+  std::vector<batch*> batches_;
 };
 
 } // namespace outboxd::actors

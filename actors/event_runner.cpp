@@ -89,7 +89,8 @@ void fill_response(persistence::attempt_row& row, const client::call_result& r,
 } // namespace
 
 event_runner::event_runner(const engine_context& ctx, std::string actor_name, call_driver& driver)
-    : ctx_(ctx), name_(std::move(actor_name)), driver_(driver), rng_(std::random_device{}()) {}
+    : ctx_(ctx), name_(std::move(actor_name)), driver_(driver), rows_(*ctx_.db, name_, driver),
+      completions_(*ctx_.db, name_, driver), rng_(std::random_device{}()) {}
 
 domain::retry_budget event_runner::budget(domain::run_kind run,
                                           const std::string& destination) const {
@@ -185,8 +186,8 @@ event_runner::call_through_gate(const std::string& destination, const client::ca
   }
 }
 
-void event_runner::record(const persistence::attempt_row& row) {
-  repo()->record_attempt(row);
+task<void> event_runner::record(const persistence::attempt_row& row) {
+  co_await rows_.record(row);
   observe_call(row);
 }
 
@@ -294,7 +295,8 @@ task<void> event_runner::run_fanout(const persistence::claimed_event& e) {
     log::warn(name_,
               "event {} ({} of {} {}): no fan-out configured for this type; nothing to deliver",
               e.id, e.event_type, e.aggregate_type, e.aggregate_id);
-    repo()->complete(e, domain::engine_outcome::fanout_succeeded);
+    if (!co_await completions_.complete(e, domain::engine_outcome::fanout_succeeded, {}, nullptr))
+      lease_lost(e, "result");
     co_return;
   }
   documents docs;
@@ -346,7 +348,7 @@ task<void> event_runner::run_fanout(const persistence::claimed_event& e) {
       last_row = std::move(step.row); // commits with the completion
       continue;
     }
-    record(step.row);
+    co_await record(step.row);
     if (domain::is_done(step.outcome)) {
       if (step.outcome == domain::attempt_outcome::success)
         previous[name] = docs.parse(step.response_json);
@@ -358,8 +360,8 @@ task<void> event_runner::run_fanout(const persistence::claimed_event& e) {
 
   const metrics::labels type{{"event_type", e.event_type}};
   if (!failed) {
-    bool completed = repo()->complete(e, domain::engine_outcome::fanout_succeeded, {},
-                                      last_row ? &*last_row : nullptr);
+    bool completed = co_await completions_.complete(e, domain::engine_outcome::fanout_succeeded, {},
+                                                    last_row ? &*last_row : nullptr);
     if (last_row)
       observe_call(*last_row);
     if (completed) {
@@ -507,7 +509,8 @@ task<void> event_runner::run_cancellation(const persistence::claimed_event& e) {
     break;
   }
   if (result.what == compensation_result::kind::done) {
-    if (!repo()->complete(e, domain::engine_outcome::cancellation_compensated)) {
+    if (!co_await completions_.complete(e, domain::engine_outcome::cancellation_compensated, {},
+                                        nullptr)) {
       lease_lost(e, "cancellation result");
       co_return;
     }
@@ -564,7 +567,7 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt,
   auto step = co_await call_step(e, index, *name, payloads, previous, runs + attempt, keep_lease);
   if (step.not_made)
     co_return compensation_result::stopped(*step.not_made, *name);
-  record(step.row);
+  co_await record(step.row);
   if (step.outcome != domain::attempt_outcome::retryable)
     co_return std::nullopt; // applied (now reverted with the rest) or refused for good
   compensation_result out;
@@ -624,7 +627,7 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
       row.http_method = "-";
       row.outcome = domain::attempt_outcome::non_retryable;
       row.error_message = "cannot tell which configured route called " + step.endpoint_url;
-      record(row);
+      co_await record(row);
       co_return fail(row.outcome, *row.error_message);
     }
     if (!route->revert) {
@@ -632,7 +635,7 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
       row.http_method = "-";
       row.outcome = domain::attempt_outcome::skipped;
       row.error_message = "read-only step: no revert configured";
-      record(row);
+      co_await record(row);
       log::info(name_, "event {} {}: {} is read-only, nothing to revert", original_event_id,
                 aggregate_id, step.destination);
       continue;
@@ -644,7 +647,7 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
       row.endpoint_url = route->revert->url;
       row.outcome = domain::attempt_outcome::non_retryable;
       row.error_message = "revert cannot be built: " + call.err().message;
-      record(row);
+      co_await record(row);
       co_return fail(row.outcome, *row.error_message);
     }
     row.endpoint_url = call.value().url;
@@ -672,7 +675,7 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
     const auto& result = std::get<client::call_result>(sent);
     auto outcome = domain::classify(req.method, result.status);
     fill_response(row, result, outcome);
-    record(row);
+    co_await record(row);
     log::info(name_, "event {} {} revert {} {} {} {} {}ms attempt {}", original_event_id,
               aggregate_id, step.destination, req.method, req.url,
               result.status ? std::to_string(*result.status) : result.error,

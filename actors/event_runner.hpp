@@ -5,7 +5,9 @@
 // runs of the processor go on; database statements are short and run in place.
 #pragma once
 
+#include "actors/attempt_writer.hpp"
 #include "actors/call_driver.hpp"
+#include "actors/completion_writer.hpp"
 #include "actors/destination_gates.hpp"
 #include "actors/messages.hpp"
 #include "actors/task.hpp"
@@ -160,8 +162,9 @@ private:
   /// Holds `e` back (or gives it up when its retryFor is spent).
   void hold_back(const persistence::claimed_event& e, domain::run_kind run,
                  const std::string& destination, const destination_gates::hold& hold);
-  /// Appends an attempt row and counts it in the metrics.
-  void record(const persistence::attempt_row& row);
+  /// Appends an attempt row (with the rows of the processor's other runs, see attempt_writer)
+  /// and counts it in the metrics; the run goes on once the row is committed.
+  task<void> record(const persistence::attempt_row& row);
   void lease_lost(const persistence::claimed_event& e, const char* what);
   // Nothing was called under the lost lease, so nothing is dropped.
   void lease_lost_before(const persistence::claimed_event& e, const std::string& destination);
@@ -175,6 +178,8 @@ private:
   const engine_context& ctx_;
   std::string name_;
   call_driver& driver_;
+  attempt_writer rows_;
+  completion_writer completions_;
   std::mt19937_64 rng_;
 };
 

@@ -106,12 +106,16 @@ UPDATE outbox_events SET lease_expires_at = now() + $3::bigint * interval '1 mil
 
 // The finishing updates below are the `done` source of statements that also apply the aggregate's
 // transition (see finishing()).
+// The events of one completion statement come as (id, lease token) pairs; each one that still held
+// its lease is returned, so each caller learns whether its own event was completed.
 constexpr const char* complete_sql = R"sql(
-WITH done AS (UPDATE outbox_events
-   SET status = 'PROCESSED', attempts = attempts + 1, processed_at = now(), status_changed_at = now(),
-       lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, next_retry_at = NULL
- WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING'
-RETURNING aggregate_id))sql";
+WITH done AS (UPDATE outbox_events e
+   SET status = 'PROCESSED', attempts = e.attempts + 1, processed_at = now(),
+       status_changed_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
+       next_retry_at = NULL
+  FROM (VALUES {}) AS v (id, token)
+ WHERE e.id = v.id AND e.lease_token = v.token AND e.status = 'PROCESSING'
+RETURNING e.id, e.aggregate_id))sql";
 
 constexpr const char* retry_sql = R"sql(
 UPDATE outbox_events
@@ -179,12 +183,19 @@ SELECT coalesce(
   (SELECT max(event_id) FROM aggregate_results
     WHERE aggregate_id = $2 AND event_type = $3 AND destination NOT LIKE '%.revert')))sql";
 
-/// The attempt row's INSERT with its 19 values bound to parameters $first, $first+1, ...
-std::string insert_attempt_sql(int first) {
-  std::string sql = fmt::format("{} VALUES (${}", record_attempt_columns, first);
-  for (int i = 1; i < attempt_columns_count; ++i)
-    sql += fmt::format(", ${}", first + i);
-  return sql + ")";
+/// The attempt rows' INSERT with `rows` rows of 19 values each, bound to parameters $first,
+/// $first+1, ... row after row.
+std::string insert_attempt_sql(int first, std::size_t rows = 1) {
+  std::string sql = record_attempt_columns;
+  sql += " VALUES ";
+  int param = first;
+  for (std::size_t r = 0; r < rows; ++r) {
+    sql += r ? ", (" : "(";
+    for (int i = 0; i < attempt_columns_count; ++i)
+      sql += (i ? ", $" : "$") + std::to_string(param++);
+    sql += ")";
+  }
+  return sql;
 }
 
 /// Bytes as a bytea parameter in text form (PostgreSQL's hex input format): a text parameter
@@ -200,6 +211,39 @@ std::optional<std::string> bytea_param(const std::optional<std::string>& bytes) 
     out += digits[c & 15];
   }
   return out;
+}
+
+/// A statement parameter in text form; nullopt is NULL.
+using param = std::optional<std::string>;
+
+template <class T> param to_param(const std::optional<T>& v) {
+  return v ? param(pqxx::to_string(*v)) : std::nullopt;
+}
+template <class T> param to_param(const T& v) {
+  return pqxx::to_string(v);
+}
+
+/// Appends the 19 parameters of attempt row `a`, in the order of record_attempt_columns.
+void add_attempt_params(std::vector<param>& out, const attempt_row& a) {
+  out.push_back(to_param(a.event_id));
+  out.push_back(a.aggregate_id);
+  out.push_back(a.event_type);
+  out.push_back(a.destination);
+  out.push_back(to_param(a.fanout_order));
+  out.push_back(to_param(a.attempt));
+  out.push_back(a.endpoint_url);
+  out.push_back(a.http_method);
+  out.push_back(a.idempotency_key);
+  out.push_back(a.request_payload_json);
+  out.push_back(to_param(a.response_status));
+  out.push_back(a.response_payload_json);
+  out.push_back(a.response_text);
+  out.push_back(std::string(domain::to_string(a.outcome)));
+  out.push_back(a.error_message);
+  out.push_back(to_param(a.duration_ms));
+  out.push_back(bytea_param(a.response_body));
+  out.push_back(a.response_content_type);
+  out.push_back(to_param(a.response_truncated));
 }
 
 bool is_cancellation(const std::string& event_type) {
@@ -222,8 +266,6 @@ claimed_event to_claimed(const pqxx::row& r) {
 
 outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks)
     : conn_(conn), hooks_(std::move(hooks)) {
-  conn_.prepare("outbox_record_attempt",
-                fmt::format("{} RETURNING {}", insert_attempt_sql(1), async_commit));
   conn_.prepare("outbox_successes", successes_sql);
   conn_.prepare("outbox_reverted", reverted_sql);
   conn_.prepare("outbox_latest_event", latest_event_sql);
@@ -263,14 +305,24 @@ std::vector<claimed_event> outbox_repository::claim(const std::string& owner, in
   return out;
 }
 
-void outbox_repository::record_attempt(const attempt_row& a) {
-  pqxx::nontransaction tx(conn_);
-  tx.exec_prepared("outbox_record_attempt", a.event_id, a.aggregate_id, a.event_type, a.destination,
-                   a.fanout_order, a.attempt, a.endpoint_url, a.http_method, a.idempotency_key,
-                   a.request_payload_json, a.response_status, a.response_payload_json,
-                   a.response_text, std::string(domain::to_string(a.outcome)), a.error_message,
-                   a.duration_ms, bytea_param(a.response_body), a.response_content_type,
-                   a.response_truncated);
+void outbox_repository::record_attempt(const attempt_row& row) {
+  record_attempts({&row});
+}
+
+void outbox_repository::record_attempts(const std::vector<const attempt_row*>& rows) {
+  for (std::size_t first = 0; first < rows.size(); first += max_rows_per_insert) {
+    const auto count = std::min(max_rows_per_insert, rows.size() - first);
+    auto key = fmt::format("outbox_record_attempts:{}", count);
+    if (prepared_.insert(key).second)
+      conn_.prepare(key,
+                    fmt::format("{} RETURNING {}", insert_attempt_sql(1, count), async_commit));
+    std::vector<param> params;
+    params.reserve(count * attempt_columns_count);
+    for (std::size_t i = first; i < first + count; ++i)
+      add_attempt_params(params, *rows[i]);
+    pqxx::nontransaction tx(conn_);
+    tx.exec_prepared(key, pqxx::prepare::make_dynamic_params(params));
+  }
 }
 
 std::vector<stored_success> outbox_repository::successes(std::int64_t event_id) {
@@ -333,20 +385,22 @@ bool outbox_repository::extend_lease(const claimed_event& e, std::chrono::millis
   return r.affected_rows() == 1;
 }
 
-const std::string& outbox_repository::finishing(const char* kind, const char* done_sql,
+const std::string& outbox_repository::finishing(const std::string& kind,
+                                                const std::string& done_sql,
                                                 const std::string& aggregate_type,
                                                 std::optional<domain::engine_outcome> outcome,
-                                                int reason_param, int attempt_param) {
-  auto key = fmt::format("outbox_{}:{}:{}{}", kind, aggregate_type,
-                         outcome ? static_cast<int>(*outcome) : -1, attempt_param ? ":row" : "");
-  auto [it, added] = finishing_.insert(key);
+                                                int reason_param, int attempt_param,
+                                                std::size_t attempt_rows, const char* answer) {
+  auto key =
+      fmt::format("outbox_{}:{}:{}:{}", kind, aggregate_type,
+                  outcome ? static_cast<int>(*outcome) : -1, attempt_param ? attempt_rows : 0);
+  auto [it, added] = prepared_.insert(key);
   if (added) {
     auto sql =
         done_sql + transition_ctes(hooks_of(hooks_, aggregate_type), outcome, "done", reason_param);
-    if (attempt_param) {
-      sql += ", attempt AS (" + insert_attempt_sql(attempt_param) + ")";
-    }
-    conn_.prepare(key, sql + " SELECT count(*) FROM done");
+    if (attempt_param && attempt_rows)
+      sql += ", attempt AS (" + insert_attempt_sql(attempt_param, attempt_rows) + ")";
+    conn_.prepare(key, fmt::format("{} SELECT {} FROM done", sql, answer));
   }
   return *it;
 }
@@ -354,20 +408,45 @@ const std::string& outbox_repository::finishing(const char* kind, const char* do
 bool outbox_repository::complete(const claimed_event& e,
                                  std::optional<domain::engine_outcome> outcome,
                                  const std::string& reason, const attempt_row* last_attempt) {
-  pqxx::nontransaction tx(conn_);
-  const auto& statement =
-      finishing("complete", complete_sql, e.aggregate_type, outcome, 3, last_attempt ? 4 : 0);
-  if (!last_attempt)
-    return tx.exec_prepared1(statement, e.id, e.lease_token, reason)[0].as<int>() == 1;
-  const auto& a = *last_attempt;
-  return tx.exec_prepared1(statement, e.id, e.lease_token, reason, a.event_id, a.aggregate_id,
-                           a.event_type, a.destination, a.fanout_order, a.attempt, a.endpoint_url,
-                           a.http_method, a.idempotency_key, a.request_payload_json,
-                           a.response_status, a.response_payload_json, a.response_text,
-                           std::string(domain::to_string(a.outcome)), a.error_message,
-                           a.duration_ms, bytea_param(a.response_body), a.response_content_type,
-                           a.response_truncated)[0]
-             .as<int>() == 1;
+  return complete_all(e.aggregate_type, outcome, reason, {{&e, last_attempt}}).front();
+}
+
+std::vector<bool> outbox_repository::complete_all(const std::string& aggregate_type,
+                                                  std::optional<domain::engine_outcome> outcome,
+                                                  const std::string& reason,
+                                                  const std::vector<completion>& events) {
+  std::vector<bool> out;
+  out.reserve(events.size());
+  for (std::size_t first = 0; first < events.size(); first += max_rows_per_insert) {
+    const auto count = std::min(max_rows_per_insert, events.size() - first);
+    // $1 is the reason, then (id, token) per event, then the attempt rows.
+    std::vector<param> params{reason};
+    std::string pairs;
+    for (std::size_t i = first; i < first + count; ++i) {
+      const auto& e = *events[i].event;
+      pairs += fmt::format("{}(${}::bigint, ${}::bigint)", pairs.empty() ? "" : ", ",
+                           params.size() + 1, params.size() + 2);
+      params.push_back(to_param(e.id));
+      params.push_back(to_param(e.lease_token));
+    }
+    const int first_row = static_cast<int>(params.size()) + 1;
+    std::size_t rows = 0;
+    for (std::size_t i = first; i < first + count; ++i)
+      if (events[i].last_attempt) {
+        add_attempt_params(params, *events[i].last_attempt);
+        ++rows;
+      }
+    const auto& statement =
+        finishing(fmt::format("complete{}", count), fmt::format(complete_sql, pairs),
+                  aggregate_type, outcome, 1, rows ? first_row : 0, rows, "id");
+    pqxx::nontransaction tx(conn_);
+    std::set<std::int64_t> completed;
+    for (const auto& r : tx.exec_prepared(statement, pqxx::prepare::make_dynamic_params(params)))
+      completed.insert(r[0].as<std::int64_t>());
+    for (std::size_t i = first; i < first + count; ++i)
+      out.push_back(completed.count(events[i].event->id) > 0);
+  }
+  return out;
 }
 
 bool outbox_repository::retry(const claimed_event& e, std::chrono::milliseconds delay,
@@ -405,7 +484,7 @@ bool outbox_repository::dead_letter_in(pqxx::transaction_base& tx, const claimed
                                        std::optional<domain::engine_outcome> outcome,
                                        bool counts_run) {
   const auto& statement =
-      finishing("dead_letter", dead_letter_sql, e.aggregate_type, outcome, 3, 0);
+      finishing("dead_letter", dead_letter_sql, e.aggregate_type, outcome, 3, 0, 0, "count(*)");
   return tx.exec_prepared1(statement, e.id, e.lease_token, error, reason, dlq_status,
                            counts_run ? 1 : 0)[0]
              .as<int>() == 1;

@@ -85,6 +85,11 @@ public:
 
   /// Appends one attempt row (its own transaction: committed before the state moves on).
   void record_attempt(const attempt_row& row);
+  /// Appends attempt rows, up to max_rows_per_insert in one statement (one transaction, one
+  /// round trip; more make several), each committed before this returns, or throws.
+  void record_attempts(const std::vector<const attempt_row*>& rows);
+  /// The most rows one statement of record_attempts() inserts.
+  static constexpr std::size_t max_rows_per_insert = 128;
 
   /// The latest successful forward attempt per destination of `event_id` (resume and
   /// compensation input), in fan-out order.
@@ -118,6 +123,18 @@ public:
   bool complete(const claimed_event& e, std::optional<domain::engine_outcome> outcome,
                 const std::string& reason = {}, const attempt_row* last_attempt = nullptr);
 
+  /// One event of complete_all(), with the row of the call that ended its run (or none).
+  struct completion {
+    const claimed_event* event = nullptr;
+    const attempt_row* last_attempt = nullptr;
+  };
+  /// complete() for events of `aggregate_type` that end with the same outcome and reason, up to
+  /// max_rows_per_insert in one statement (one transaction, one commit; more make several), each
+  /// event fenced by its own lease token: per event, in order, whether it was completed.
+  std::vector<bool> complete_all(const std::string& aggregate_type,
+                                 std::optional<domain::engine_outcome> outcome,
+                                 const std::string& reason, const std::vector<completion>& events);
+
   /// Back to PENDING with attempts+1, due after `delay`; false when the lease was lost.
   bool retry(const claimed_event& e, std::chrono::milliseconds delay, const std::string& error);
 
@@ -150,21 +167,21 @@ public:
 
 private:
   /// The name of the statement `done_sql` (a `WITH done AS (...)` list whose `done` yields the
-  /// finished row's aggregate_id) followed by the aggregate's transition for `outcome` with
-  /// $`reason_param` as reason and, when `attempt_param` is not 0, the insert of an attempt row
-  /// from the parameters starting there; it answers how many rows `done` finished. Prepared on
-  /// first use.
-  const std::string& finishing(const char* kind, const char* done_sql,
+  /// finished rows' aggregate_id) followed by the aggregate's transition for `outcome` with
+  /// $`reason_param` as reason and, when `attempt_param` is not 0, the insert of `attempt_rows`
+  /// attempt rows from the parameters starting there; it answers `answer` over `done`. Prepared
+  /// on first use, named by `kind` (which must tell apart the done_sql it is used with).
+  const std::string& finishing(const std::string& kind, const std::string& done_sql,
                                const std::string& aggregate_type,
                                std::optional<domain::engine_outcome> outcome, int reason_param,
-                               int attempt_param);
+                               int attempt_param, std::size_t attempt_rows, const char* answer);
   bool dead_letter_in(pqxx::transaction_base& tx, const claimed_event& e, const std::string& reason,
                       const std::string& error, const std::string& dlq_status,
                       std::optional<domain::engine_outcome> outcome, bool counts_run = true);
 
   pqxx::connection& conn_;
   hooks_by_type hooks_;
-  std::set<std::string> finishing_; // names of the finishing statements prepared so far
+  std::set<std::string> prepared_; // names of the statements prepared on first use
 };
 
 } // namespace outboxd::persistence

@@ -1,0 +1,64 @@
+// The attempt rows of one processor's runs, written together: a run co_awaits record(row) and is
+// resumed once its row is committed; the call driver flushes what its runs handed over (one
+// multi-row INSERT, one transaction) each time it has resumed runs, before it waits on calls.
+#pragma once
+
+#include "actors/call_driver.hpp"
+#include "persistence/outbox_repository.hpp"
+#include "persistence/worker_connections.hpp"
+
+#include <coroutine>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace outboxd::actors {
+
+class attempt_writer final : public call_driver::batch {
+public:
+  /// Attaches itself to `driver` (which must outlive it); statements run on `db` under `who`.
+  attempt_writer(persistence::worker_connections& db, std::string who, call_driver& driver);
+  ~attempt_writer() override;
+  attempt_writer(const attempt_writer&) = delete;
+  attempt_writer& operator=(const attempt_writer&) = delete;
+
+  /// Awaitable: suspends the run until the next flush has committed `row` (which must stay
+  /// valid until then); rethrows, in the run, what failed the flush: a lost connection fails
+  /// every run of the flush, a row the database refuses only its own run.
+  auto record(const persistence::attempt_row& row) {
+    struct awaiter {
+      attempt_writer& w;
+      const persistence::attempt_row& row;
+      std::exception_ptr error;
+      bool await_ready() noexcept { return false; }
+      void await_suspend(std::coroutine_handle<> h) { w.pending_.push_back({&row, h, &error}); }
+      void await_resume() {
+        if (error)
+          std::rethrow_exception(error);
+      }
+    };
+    return awaiter{*this, row, {}};
+  }
+
+  /// Rows handed over and not yet written.
+  std::size_t pending() const { return pending_.size(); }
+
+  std::size_t flush() override;
+  void drop() override { pending_.clear(); }
+
+private:
+  struct waiting {
+    const persistence::attempt_row* row;
+    std::coroutine_handle<> run;
+    std::exception_ptr* error; // in the run's awaiter
+  };
+  /// Writes `batch`'s rows; what failed them, per row (null when written).
+  std::vector<std::exception_ptr> write(const std::vector<waiting>& batch);
+
+  persistence::worker_connections& db_;
+  std::string who_;
+  call_driver& driver_;
+  std::vector<waiting> pending_;
+};
+
+} // namespace outboxd::actors

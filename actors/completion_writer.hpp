@@ -1,0 +1,75 @@
+// The completions of one processor's runs, committed together: a run co_awaits complete(...) and
+// is resumed with whether its event was completed (its lease still held); the call driver
+// flushes what its runs handed over, one statement (one synchronous commit) per aggregate type,
+// outcome and reason, each event fenced by its own lease token.
+#pragma once
+
+#include "actors/call_driver.hpp"
+#include "persistence/outbox_repository.hpp"
+#include "persistence/worker_connections.hpp"
+
+#include <coroutine>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace outboxd::actors {
+
+class completion_writer final : public call_driver::batch {
+public:
+  /// Attaches itself to `driver` (which must outlive it); statements run on `db` under `who`.
+  completion_writer(persistence::worker_connections& db, std::string who, call_driver& driver);
+  ~completion_writer() override;
+  completion_writer(const completion_writer&) = delete;
+  completion_writer& operator=(const completion_writer&) = delete;
+
+  /// Awaitable: outbox_repository::complete() of `e` at the next flush (`e`, `reason` and
+  /// `last_attempt` must stay valid until then); the run resumes with its answer, or with the
+  /// exception that failed it: a lost connection fails every completion of the flush, a
+  /// statement the database refuses only its own event's.
+  auto complete(const persistence::claimed_event& e, std::optional<domain::engine_outcome> outcome,
+                const std::string& reason, const persistence::attempt_row* last_attempt) {
+    struct awaiter {
+      completion_writer& w;
+      waiting entry;
+      bool await_ready() noexcept { return false; }
+      void await_suspend(std::coroutine_handle<> h) {
+        entry.run = h;
+        w.pending_.push_back(&entry);
+      }
+      bool await_resume() {
+        if (entry.error)
+          std::rethrow_exception(entry.error);
+        return entry.completed;
+      }
+    };
+    return awaiter{*this, {&e, outcome, &reason, last_attempt, {}, {}, false}};
+  }
+
+  /// Completions handed over and not yet written.
+  std::size_t pending() const { return pending_.size(); }
+
+  std::size_t flush() override;
+  void drop() override { pending_.clear(); }
+
+private:
+  struct waiting {
+    const persistence::claimed_event* event;
+    std::optional<domain::engine_outcome> outcome;
+    const std::string* reason;
+    const persistence::attempt_row* last_attempt;
+    std::coroutine_handle<> run;
+    std::exception_ptr error;
+    bool completed;
+  };
+  /// Completes `group` (same aggregate type, outcome and reason), filling in each answer.
+  void write(const std::vector<waiting*>& group);
+
+  persistence::worker_connections& db_;
+  std::string who_;
+  call_driver& driver_;
+  std::vector<waiting*> pending_; // in the runs' awaiters
+};
+
+} // namespace outboxd::actors

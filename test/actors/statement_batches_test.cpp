@@ -1,0 +1,244 @@
+// The statements of a processor's runs written together on a real PostgreSQL: the attempt rows
+// of several runs commit in one transaction before any of those runs goes on, and so do their
+// completions, each fenced by its own lease; a lost connection fails every run that waited on the
+// flush, and none of them goes on; a row the database refuses fails only its own run.
+#include "actors/attempt_writer.hpp"
+#include "actors/call_driver.hpp"
+#include "actors/completion_writer.hpp"
+#include "persistence/connection_pool.hpp"
+#include "persistence/worker_connections.hpp"
+#include "test/support/test_db.hpp"
+
+#include <doctest/doctest.h>
+#include <exception>
+#include <pqxx/except>
+#include <vector>
+
+using namespace outboxd;
+using namespace outboxd::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const lazy_database db("outboxd_actor_attempt_rows");
+
+persistence::attempt_row row_of(std::int64_t event_id, const std::string& destination) {
+  persistence::attempt_row row;
+  row.event_id = event_id;
+  row.aggregate_id = std::to_string(event_id);
+  row.event_type = "OrderCreated";
+  row.destination = destination;
+  row.attempt = 1;
+  row.endpoint_url = "http://127.0.0.1:1/" + destination;
+  row.http_method = "POST";
+  row.request_payload_json = R"({"sku":"A-1"})";
+  row.response_status = 200;
+  row.outcome = domain::attempt_outcome::success;
+  return row;
+}
+
+/// Runs on one driver, each recording its rows one after the other, then noting how many rows
+/// another connection sees (what "its next step" would find committed).
+struct runs {
+  explicit runs(int connections = 1)
+      : pool([](int) { return db(); }, connections, {}), writer(pool, "test-processor", driver) {}
+
+  void spawn(std::vector<persistence::attempt_row> rows) {
+    const auto i = went_on.size();
+    went_on.push_back(-1);
+    errors.emplace_back();
+    auto run = [](runs& r, std::size_t i,
+                  std::vector<persistence::attempt_row> rows) -> actors::task<void> {
+      for (const auto& row : rows)
+        co_await r.writer.record(row);
+      r.went_on[i] = count_rows(db(), "aggregate_results");
+    };
+    driver.spawn(run(*this, i, std::move(rows)),
+                 [this, i](std::exception_ptr error) { errors[i] = error; });
+  }
+
+  persistence::worker_connections pool;
+  actors::call_driver driver;
+  actors::attempt_writer writer;
+  std::vector<long long> went_on; // rows committed when run i went on; -1: it did not
+  std::vector<std::exception_ptr> errors;
+};
+
+/// The exception `error` holds.
+template <class F> void inspect(const std::exception_ptr& error, F f) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    f(e);
+  }
+}
+
+} // namespace
+
+TEST_CASE("the attempt rows of several runs commit in one transaction before any run goes on") {
+  truncate_all(db());
+  runs r;
+  for (int i = 1; i <= 5; ++i)
+    r.spawn({row_of(i, "inventory")});
+  r.spawn({row_of(6, "inventory"), row_of(6, "fraud")}); // back to back: the next flush
+  CHECK(r.writer.pending() == 6);
+  CHECK(count_rows(db(), "aggregate_results") == 0);
+  for (auto n : r.went_on)
+    CHECK(n == -1); // all wait for their rows
+
+  r.driver.drive(0ms);
+  CHECK(r.writer.pending() == 0);
+  CHECK(r.driver.running() == 0);
+  for (std::size_t i = 0; i < r.went_on.size(); ++i) {
+    CHECK_FALSE(r.errors[i]);
+    CHECK(r.went_on[i] >= 6); // its own row was committed, with the others of its flush
+  }
+  CHECK(count_rows(db(), "aggregate_results") == 7);
+  // One transaction for the first row of every run, one more for the row recorded after it.
+  CHECK(query_value(db(), "SELECT count(DISTINCT xmin::text) FROM aggregate_results") == "2");
+  CHECK(query_value(db(), "SELECT count(DISTINCT xmin::text) FROM aggregate_results "
+                          "WHERE destination = 'inventory'") == "1");
+  CHECK(query_value(db(), "SELECT request_payload->>'sku' FROM aggregate_results WHERE "
+                          "event_id = 6 AND destination = 'fraud'") == "A-1");
+}
+
+TEST_CASE("a lost connection fails every run waiting on the flush, and none of them goes on") {
+  truncate_all(db());
+  runs r;
+  (void)r.pool.outbox("test-processor")->next_due_in(); // the connection the flush will use
+  for (int i = 1; i <= 3; ++i)
+    r.spawn({row_of(i, "inventory"), row_of(i, "fraud")});
+  REQUIRE(r.writer.pending() == 3);
+  CHECK(query_value(db(), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                          "WHERE datname = current_database() AND pid <> pg_backend_pid()") == "1");
+
+  r.driver.drive(0ms);
+  CHECK(r.driver.running() == 0);
+  for (std::size_t i = 0; i < r.went_on.size(); ++i) {
+    CHECK(r.went_on[i] == -1);
+    REQUIRE(r.errors[i]);
+    inspect(r.errors[i], [](const std::exception& e) {
+      INFO(e.what());
+      CHECK(persistence::is_connection_loss(e));
+    });
+  }
+  CHECK(count_rows(db(), "aggregate_results") == 0);
+}
+
+TEST_CASE("a row the database refuses fails only its own run; the others' rows commit") {
+  truncate_all(db());
+  runs r;
+  auto bad = row_of(2, "inventory");
+  bad.request_payload_json = "{not json";
+  r.spawn({row_of(1, "inventory")});
+  r.spawn({bad});
+  r.spawn({row_of(3, "inventory")});
+
+  r.driver.drive(0ms);
+  CHECK_FALSE(r.errors[0]);
+  CHECK_FALSE(r.errors[2]);
+  CHECK(r.went_on[0] >= 2);
+  CHECK(r.went_on[2] >= 2);
+  CHECK(r.went_on[1] == -1);
+  REQUIRE(r.errors[1]);
+  inspect(r.errors[1], [](const std::exception& e) {
+    CHECK(dynamic_cast<const pqxx::sql_error*>(&e));
+    CHECK_FALSE(persistence::is_connection_loss(e));
+  });
+  CHECK(query_value(db(), "SELECT string_agg(event_id::text, ',' ORDER BY event_id) FROM "
+                          "aggregate_results") == "1,3");
+}
+
+TEST_CASE("runs cancelled while their rows wait are dropped with the rows unwritten") {
+  truncate_all(db());
+  runs r;
+  r.spawn({row_of(1, "inventory")});
+  r.spawn({row_of(2, "inventory")});
+  REQUIRE(r.writer.pending() == 2);
+  r.driver.cancel_all();
+  CHECK(r.writer.pending() == 0);
+  CHECK(r.driver.running() == 0);
+  r.driver.drive(0ms);
+  CHECK(count_rows(db(), "aggregate_results") == 0);
+  CHECK(r.went_on == std::vector<long long>{-1, -1});
+}
+
+namespace {
+
+/// Claims `n` new events (aggregates 1..n) on `pool`.
+std::vector<persistence::claimed_event> claim_events(persistence::worker_connections& pool, int n) {
+  for (int i = 1; i <= n; ++i)
+    query_value(db(), "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, "
+                      "payloads, idempotency_key) VALUES ('thing', '" +
+                          std::to_string(i) + "', 'Thing', '{}', 'k" + std::to_string(i) + "')");
+  return pool.outbox("test-processor")->claim("test-processor", n, 60s);
+}
+
+} // namespace
+
+TEST_CASE("completions of several runs commit in one transaction, each fenced by its own lease") {
+  truncate_all(db());
+  persistence::worker_connections pool([](int) { return db(); }, 1, {});
+  actors::call_driver driver;
+  actors::completion_writer completions(pool, "test-processor", driver);
+  auto events = claim_events(pool, 3);
+  REQUIRE(events.size() == 3);
+  // Another worker took event 2 over: its completion must change nothing.
+  query_value(db(), "UPDATE outbox_events SET lease_token = lease_token + 1000 WHERE id = " +
+                        std::to_string(events[1].id));
+  std::vector<persistence::attempt_row> last_rows;
+  for (const auto& e : events)
+    last_rows.push_back(row_of(e.id, "billing"));
+  std::vector<int> answers(3, -1); // -1: not resumed yet
+  std::vector<std::exception_ptr> errors(3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto run = [](actors::completion_writer& w, const persistence::claimed_event& e,
+                  const persistence::attempt_row& row, int& answer) -> actors::task<void> {
+      answer = co_await w.complete(e, domain::engine_outcome::fanout_succeeded, {}, &row) ? 1 : 0;
+    };
+    driver.spawn(run(completions, events[i], last_rows[i], answers[i]),
+                 [&errors, i](std::exception_ptr error) { errors[i] = error; });
+  }
+  CHECK(completions.pending() == 3);
+  CHECK(answers == std::vector<int>{-1, -1, -1});
+
+  driver.drive(0ms);
+  CHECK(answers == std::vector<int>{1, 0, 1});
+  for (const auto& error : errors)
+    CHECK_FALSE(error);
+  CHECK(query_value(db(), "SELECT string_agg(id::text || ':' || status, ',' ORDER BY id) FROM "
+                          "outbox_events") == "1:PROCESSED,2:PROCESSING,3:PROCESSED");
+  // The calls were made: every last row commits, with its completion or without one.
+  CHECK(count_rows(db(), "aggregate_results") == 3);
+  CHECK(query_value(db(), "SELECT count(DISTINCT xmin::text) FROM (SELECT xmin FROM "
+                          "outbox_events WHERE status = 'PROCESSED' UNION ALL SELECT xmin FROM "
+                          "aggregate_results) t") == "1");
+}
+
+TEST_CASE("a lost connection fails every completion waiting on the flush") {
+  truncate_all(db());
+  persistence::worker_connections pool([](int) { return db(); }, 1, {});
+  actors::call_driver driver;
+  actors::completion_writer completions(pool, "test-processor", driver);
+  auto events = claim_events(pool, 2);
+  REQUIRE(events.size() == 2);
+  std::vector<int> answers(2, -1);
+  std::vector<std::exception_ptr> errors(2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    auto run = [](actors::completion_writer& w, const persistence::claimed_event& e,
+                  int& answer) -> actors::task<void> {
+      answer = co_await w.complete(e, domain::engine_outcome::fanout_succeeded, {}, nullptr);
+    };
+    driver.spawn(run(completions, events[i], answers[i]),
+                 [&errors, i](std::exception_ptr error) { errors[i] = error; });
+  }
+  CHECK(query_value(db(), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                          "WHERE datname = current_database() AND pid <> pg_backend_pid()") == "1");
+  driver.drive(0ms);
+  CHECK(answers == std::vector<int>{-1, -1});
+  for (const auto& error : errors) {
+    REQUIRE(error);
+    inspect(error, [](const std::exception& e) { CHECK(persistence::is_connection_loss(e)); });
+  }
+  CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSING'") == "2");
+}

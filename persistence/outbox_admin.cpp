@@ -15,8 +15,11 @@ UNION ALL SELECT 'dlq_status', status, count(*) FROM dead_letter_events GROUP BY
 UNION ALL SELECT 'dlq_reason', reason, count(*) FROM dead_letter_events GROUP BY reason
 UNION ALL SELECT 'orders', order_status, count(*) FROM orders WHERE NOT deleted GROUP BY order_status)sql";
 
+// Each unfinished status is counted through its own partial index (never the PROCESSED history).
 constexpr const char* gauges_sql = R"sql(
-SELECT 'events', status, count(*) FROM outbox_events WHERE status <> 'PROCESSED' GROUP BY status
+SELECT 'events', 'PENDING', count(*) FROM outbox_events WHERE status = 'PENDING'
+UNION ALL SELECT 'events', 'PROCESSING', count(*) FROM outbox_events WHERE status = 'PROCESSING'
+UNION ALL SELECT 'events', 'DEAD', count(*) FROM outbox_events WHERE status = 'DEAD'
 UNION ALL SELECT 'dlq_status', status, count(*) FROM dead_letter_events GROUP BY status
 UNION ALL SELECT 'dlq_reason', reason, count(*) FROM dead_letter_events GROUP BY reason
 UNION ALL SELECT 'orders', 'ATTENTION', count(*) FROM orders

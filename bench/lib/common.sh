@@ -278,11 +278,13 @@ load_backlog() {
 }
 
 # remaining_sql SYSTEM: orders (and outbox rows / jobs) not finished yet. Cheap with any history:
-# both counts use partial or leading-column indexes.
+# every count uses a partial or leading-column index.
 remaining_sql() {
   if [[ "$1" == outboxd ]]; then
     echo "(SELECT count(*) FROM orders WHERE order_status = 'PENDING' AND NOT deleted)
-        + (SELECT count(*) FROM outbox_events WHERE status <> 'PROCESSED')"
+        + (SELECT count(*) FROM outbox_events WHERE status = 'PENDING')
+        + (SELECT count(*) FROM outbox_events WHERE status = 'PROCESSING')
+        + (SELECT count(*) FROM outbox_events WHERE status = 'DEAD')"
   else
     echo "(SELECT count(*) FROM peer.orders WHERE order_status = 'PENDING' AND NOT deleted)
         + (SELECT count(*) FROM graphile_worker._private_jobs)"

@@ -10,16 +10,6 @@
 namespace outboxd::client {
 namespace {
 
-// curl_global_init is safe to call from several threads since 7.84 (Debian 12 ships 7.88),
-// but it must have happened before the first handle anywhere: once per process.
-void init_curl_once() {
-  static const bool done = [] {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    return true;
-  }();
-  (void)done;
-}
-
 struct easy_deleter {
   void operator()(CURL* easy) const { curl_easy_cleanup(easy); }
 };

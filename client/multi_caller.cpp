@@ -11,14 +11,6 @@
 namespace outboxd::client {
 namespace {
 
-void init_curl_once() {
-  static const bool done = [] {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    return true;
-  }();
-  (void)done;
-}
-
 CURLM* multi_of(void* m) {
   return static_cast<CURLM*>(m);
 }

@@ -289,4 +289,12 @@ std::string transfer::describe(CURLcode code) const {
   }
 }
 
+void init_curl_once() {
+  static const bool done = [] {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    return true;
+  }();
+  (void)done;
+}
+
 } // namespace outboxd::client

@@ -14,6 +14,10 @@
 
 namespace outboxd::client {
 
+/// curl_global_init, once per process, before the first handle anywhere (it is thread-safe since
+/// curl 7.84; Debian 12 ships 7.88). Both callers call it first.
+void init_curl_once();
+
 /// The state of one transfer. curl keeps pointers into it, so it must outlive the transfer and
 /// stay where it is (not copyable, not movable).
 class transfer {

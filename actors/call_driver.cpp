@@ -13,11 +13,11 @@ call_driver::~call_driver() {
 void call_driver::spawn(task<void> run, std::function<void(std::exception_ptr)> done) {
   const auto id = ++next_run_;
   runs_.emplace(id, std::coroutine_handle<>{});
-  auto started = spawn_detached(std::move(run), [this, id, done = std::move(done)](
-                                                    std::exception_ptr error) {
-    runs_.erase(id);
-    done(error);
-  });
+  auto started =
+      spawn_detached(std::move(run), [this, id, done = std::move(done)](std::exception_ptr error) {
+        runs_.erase(id);
+        done(error);
+      });
   // Still registered: the run is suspended (one that ended at once has erased itself).
   if (auto it = runs_.find(id); it != runs_.end())
     it->second = started.handle;
@@ -61,8 +61,8 @@ std::size_t call_driver::drive(std::chrono::milliseconds max_wait) {
   auto wait = resumed ? std::chrono::milliseconds{0} : max_wait;
   if (!timers_.empty())
     wait = std::min(wait, std::max(std::chrono::milliseconds{0},
-                                   std::chrono::ceil<std::chrono::milliseconds>(
-                                       timers_.top().at - clock::now())));
+                                   std::chrono::ceil<std::chrono::milliseconds>(timers_.top().at -
+                                                                                clock::now())));
   resumed += calls_.run(wait);
   resumed += flush_batch();
   resumed += resume_due_timers();

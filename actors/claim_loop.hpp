@@ -142,12 +142,11 @@ private:
         return;
       }
       const auto id = ++next_run_;
-      auto& it = *running_.emplace(id, std::make_unique<item>(std::move(queue_.front())))
-                      .first->second;
+      auto& it =
+          *running_.emplace(id, std::make_unique<item>(std::move(queue_.front()))).first->second;
       queue_.pop_front();
-      driver_->spawn(work_.run(it), [this, id](std::exception_ptr error) {
-        ended_.emplace_back(id, error);
-      });
+      driver_->spawn(work_.run(it),
+                     [this, id](std::exception_ptr error) { ended_.emplace_back(id, error); });
     }
     reap();
   }
@@ -175,8 +174,7 @@ private:
       const auto started = clock::now();
       auto claimed = work_.claim(room);
       metrics::global().claim_seconds.observe(
-          {{"queue", Work::queue}},
-          std::chrono::duration<double>(clock::now() - started).count());
+          {{"queue", Work::queue}}, std::chrono::duration<double>(clock::now() - started).count());
       work_.claimed(claimed);
       if (claimed.empty()) {
         claim_wanted_ = false;
@@ -245,8 +243,9 @@ private:
 
   void finish_stop() {
     if (!running_.empty()) {
-      log::warn(tag_, "{} run(s) still in flight at the shutdown timeout, dropped (their leases "
-                      "expire)",
+      log::warn(tag_,
+                "{} run(s) still in flight at the shutdown timeout, dropped (their leases "
+                "expire)",
                 running_.size());
       driver_->cancel_all();
       running_.clear();
@@ -272,7 +271,7 @@ private:
   std::unique_ptr<call_driver> driver_;
   Work work_;
   const int cap_;
-  std::deque<item> queue_;                               // claimed, not started
+  std::deque<item> queue_;                                 // claimed, not started
   std::map<std::uint64_t, std::unique_ptr<item>> running_; // started, by run id (stable addresses)
   std::vector<std::pair<std::uint64_t, std::exception_ptr>> ended_;
   std::uint64_t next_run_ = 0;

@@ -49,8 +49,8 @@ private:
   /// Removes finished transfers from the multi handle; their results with their completions.
   std::vector<std::pair<completion, call_result>> collect();
 
-  void* multi_; // CURLM*
-  void* share_; // CURLSH*: DNS answers and TLS sessions
+  void* multi_;                                       // CURLM*
+  void* share_;                                       // CURLSH*: DNS answers and TLS sessions
   std::map<void*, std::unique_ptr<running>> running_; // by CURL*
   /// Calls that ended before reaching curl (a request that cannot be made), delivered by run().
   std::vector<std::pair<completion, call_result>> ready_;

@@ -39,8 +39,8 @@ struct backoff_settings {
 };
 
 struct outbox_settings {
-  bool enabled = true; // false: intake and API only, no processors in this process
-  int pool_size = 3;      // processors: one thread each, each with its dead-letter child
+  bool enabled = true;     // false: intake and API only, no processors in this process
+  int pool_size = 3;       // processors: one thread each, each with its dead-letter child
   int calls_in_flight = 4; // runs (and so calls) in flight per processor
   int connections = 8; // database connections shared by the processors, their children, the janitor
   int batch_size = 100;

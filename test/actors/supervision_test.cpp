@@ -365,8 +365,7 @@ TEST_CASE("an orderly stop lets every run in flight finish its call; nothing mor
 
   CHECK(destination.entered() == 4);
   CHECK(destination.answered() == 4);
-  CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSED'") ==
-        "4");
+  CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSED'") == "4");
   CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results WHERE outcome = 'success'") ==
         "4");
   CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PENDING' AND "

@@ -125,9 +125,9 @@ TEST_CASE("a detached run reports the exception it ended with") {
   std::exception_ptr seen;
   bool done = false;
   spawn_detached(discard(fails()), [&](std::exception_ptr e) {
-        done = true;
-        seen = e;
-      });
+    done = true;
+    seen = e;
+  });
   CHECK(done);
   REQUIRE(seen);
   CHECK_THROWS_WITH_AS(std::rethrow_exception(seen), "refused", std::runtime_error);
@@ -138,9 +138,9 @@ TEST_CASE("a suspended run resumes where it waited and reports its end once") {
   int result = 0;
   int ends = 0;
   spawn_detached(assign(waits(g), result), [&](std::exception_ptr e) {
-                   CHECK_FALSE(e);
-                   ++ends;
-                 });
+    CHECK_FALSE(e);
+    ++ends;
+  });
   CHECK(ends == 0);
   REQUIRE(g.waiting.size() == 1);
   g.release(41);
@@ -167,7 +167,8 @@ TEST_CASE("a chain of tasks a thousand deep hands every value back up") {
   CHECK(result == 1000);
 }
 
-TEST_CASE("destroying a suspended run frees its frame and the frames it awaits, without ending it") {
+TEST_CASE(
+    "destroying a suspended run frees its frame and the frames it awaits, without ending it") {
   gate g;
   auto destroyed = std::make_shared<int>(0);
   bool ended = false;

@@ -271,6 +271,20 @@ struct short_backoff_fixture : engine_fixture {
     return after;
   }
 };
+
+/// Stops `eng` while `destination` holds its calls, releasing them once the stop has begun;
+/// how long the stop took.
+steady_clock::duration stop_while_held(actors::engine& eng, sink& destination) {
+  std::thread answer([&] {
+    eventually([&] { return eng.context().stopping.load(); });
+    destination.release();
+  });
+  auto begun = steady_clock::now();
+  eng.stop();
+  auto took = steady_clock::now() - begun;
+  answer.join();
+  return took;
+}
 } // namespace
 
 TEST_CASE_FIXTURE(short_backoff_fixture,
@@ -312,15 +326,7 @@ TEST_CASE("an orderly stop finishes the call in flight, hands back unstarted cla
           "4");
 
   // The call in flight answers once the stop has begun.
-  std::thread answer([&] {
-    eventually([&] { return eng.context().stopping.load(); });
-    destination.release();
-  });
-  auto begun = steady_clock::now();
-  eng.stop();
-  auto took = steady_clock::now() - begun;
-  answer.join();
-  CHECK(took < settings.outbox.shutdown_timeout);
+  CHECK(stop_while_held(eng, destination) < settings.outbox.shutdown_timeout);
 
   CHECK(destination.entered() == 1);
   CHECK(destination.answered() == 1);
@@ -353,15 +359,7 @@ TEST_CASE("an orderly stop lets every run in flight finish its call; nothing mor
   REQUIRE(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSING'") ==
           "4");
 
-  std::thread answer([&] {
-    eventually([&] { return eng.context().stopping.load(); });
-    destination.release();
-  });
-  auto begun = steady_clock::now();
-  eng.stop();
-  auto took = steady_clock::now() - begun;
-  answer.join();
-  CHECK(took < settings.outbox.shutdown_timeout);
+  CHECK(stop_while_held(eng, destination) < settings.outbox.shutdown_timeout);
 
   CHECK(destination.entered() == 4);
   CHECK(destination.answered() == 4);

@@ -67,6 +67,9 @@ std::size_t call_driver::drive(std::chrono::milliseconds max_wait) {
   resumed += flush_batch();
   resumed += resume_due_timers();
   resumed += flush_batch();
+  // The calls the resumed runs started go out now, not after the statements the processor makes
+  // before its next slice (a claim, say).
+  calls_.send();
   return resumed;
 }
 

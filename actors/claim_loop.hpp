@@ -1,8 +1,9 @@
 // The claim loop both processors run: claim, start runs while fewer than the processor's cap are
 // in flight, drive their calls for a short slice, then let the mailbox (stop, wake-ups) be served
-// before the next slice (a process message to itself); claim again when the claimed ones have all
-// started and there is room. Idle until a wake-up or the next due retry. A lost database
-// connection drops the unstarted claims and retries after the shared backoff.
+// before the next slice (a process message to itself); claim again when there is room, keeping a
+// short queue of claimed events ready for the slots that free up. Idle until a wake-up or the next
+// due retry. A lost database connection drops the unstarted claims and retries after the shared
+// backoff.
 #pragma once
 
 #include "actors/call_driver.hpp"
@@ -31,7 +32,8 @@ namespace outboxd::actors {
 ///   using item = ...;
 ///   static constexpr const char* queue;                   // label of the claim-time histogram
 ///   std::vector<item> claim(int room);                    // the next claim (may throw); `room`
-///                                                         // is how many more runs fit now
+///                                                         // is how many to take: the runs that
+///                                                         // fit now and the queue ahead
 ///   void claimed(const std::vector<item>&);               // after each claim, empty ones too
 ///   std::optional<std::chrono::milliseconds> next_due_in(); // the earliest delayed item
 ///   task<void> run(const item&);                          // one item, start to finish
@@ -91,7 +93,7 @@ public:
         return finish_stop();
     } else {
       start_runs();
-      if (queue_.empty() && claim_now())
+      if (claim_now())
         start_runs();
     }
     if (running_.empty()) {
@@ -162,11 +164,14 @@ private:
   }
 
   /// Claims when asked to and there is room enough (a quarter of the cap while runs are in
-  /// flight, so that claims stay batches). True when something was claimed.
+  /// flight, so that claims stay batches). With more than one in flight the claim also fills a
+  /// small queue (a quarter of the cap) of events that start the moment a run ends, instead of
+  /// leaving their slots empty until the next claim. True when something was claimed.
   bool claim_now() {
     if (!claim_wanted_ || ctx_->stopping || backoff_until_)
       return false;
-    const int room = cap_ - static_cast<int>(running_.size());
+    const int ahead = cap_ > 1 ? std::max(1, cap_ / 4) : 0;
+    const int room = cap_ + ahead - static_cast<int>(running_.size() + queue_.size());
     if (room <= 0 || (!running_.empty() && room < std::max(1, cap_ / 4)))
       return false;
     bool got = false;
@@ -183,7 +188,7 @@ private:
         schedule(next ? std::min(*next + std::chrono::milliseconds(1), poll) : poll);
         return;
       }
-      queue_.assign(std::make_move_iterator(claimed.begin()),
+      queue_.insert(queue_.end(), std::make_move_iterator(claimed.begin()),
                     std::make_move_iterator(claimed.end()));
       got = true;
     });

@@ -7,7 +7,7 @@
 #
 #   --orders N        backlog size (default 3000)
 #   --concurrency C   calls in flight: outboxd's outbox.poolSize x outbox.callsInFlight (as in
-#                     run.sh: ceil(C / BENCH_CALLS_IN_FLIGHT (16)) processors; --set overrides),
+#                     run.sh: min(C, BENCH_PROCESSORS (4)) processors; --set overrides),
 #                     or the peer's concurrency (default 4)
 #   --latency MS      simulator latency per call (default 0)
 #   --peer            drain graphile-worker instead of outboxd
@@ -22,6 +22,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH="$ROOT/bench"
 OUTBOXD=${OUTBOXD:-$ROOT/build/release/outboxd}
+PROCESSORS=${BENCH_PROCESSORS:-4}
 CALLS_IN_FLIGHT=${BENCH_CALLS_IN_FLIGHT:-16}
 DRAIN_ORDERS=3000 CONCURRENCY=4 LATENCY=0 SYSTEM=outboxd PERF=0 INTAKE_CLIENTS=8 EXTRA=()
 while [[ $# -gt 0 ]]; do

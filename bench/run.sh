@@ -85,9 +85,11 @@ CONC_LATENCY0=${BENCH_CONC_LATENCY0:-$d_lat0}     # concurrencies drained with s
 CONC_LATENCY20=${BENCH_CONC_LATENCY20-$d_lat20}   # ... and with 20 ms per call
 LATENCY20=${BENCH_SLOW_LATENCY:-20}               # that latency (ms): another one is reported as such
                                                   # (the slow-partner measure has BENCH_SLOW_LATENCIES)
-CALLS_IN_FLIGHT=${BENCH_CALLS_IN_FLIGHT:-16}      # outboxd: calls in flight per processor; a drain at
-                                                  # concurrency C runs ceil(C / this) processors
-                                                  # (0: C processors, for binaries without the key)
+PROCESSORS=${BENCH_PROCESSORS:-4}                # outboxd: a drain at concurrency C runs
+                                                  # min(C, this) processors, C / processors calls each
+CALLS_IN_FLIGHT=${BENCH_CALLS_IN_FLIGHT:-16}      # with BENCH_PROCESSORS=0: ceil(C / this)
+                                                  # processors instead (0 as well: C processors, for
+                                                  # binaries without outbox.callsInFlight)
 HISTORY=${BENCH_HISTORY:-$d_history}              # PROCESSED events of the flat-cost drain (0 = skip)
 FLAT_CONCURRENCY=${BENCH_FLAT_CONCURRENCY:-16}    # concurrency of the flat-cost drain (latency 0)
 WAKE_ORDERS=${BENCH_WAKE_ORDERS:-$d_wake}         # orders of the wake-up measure ...
@@ -615,7 +617,7 @@ describe_run() {
     settings.concurrency_latency20="\"$CONC_LATENCY20\"" settings.flat_history_events="$HISTORY" \
     settings.flat_concurrency="$FLAT_CONCURRENCY" settings.wake_orders="$WAKE_ORDERS" \
     settings.wake_rate="$WAKE_RATE" settings.wake_concurrency="$WAKE_CONCURRENCY" \
-    settings.calls_in_flight_per_processor="$CALLS_IN_FLIGHT" settings.latency20_ms="$LATENCY20" \
+    settings.processors="$PROCESSORS" settings.calls_in_flight_per_processor="$CALLS_IN_FLIGHT" settings.latency20_ms="$LATENCY20" \
     settings.idle_seconds="$IDLE_SECONDS" settings.peer="$PEER" \
     settings.burst_orders="$BURST_ORDERS" settings.burst_pool_size="$BURST_POOL" \
     settings.fsync="$(q postgres 'SHOW fsync')" settings.synchronous_commit="$(q postgres 'SHOW synchronous_commit')" \

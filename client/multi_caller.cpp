@@ -116,6 +116,12 @@ std::size_t multi_caller::run(std::chrono::milliseconds max_wait) {
   return finished.size();
 }
 
+void multi_caller::send() {
+  int still = 0;
+  if (!running_.empty())
+    curl_multi_perform(multi_of(multi_), &still);
+}
+
 void multi_caller::cancel_all() {
   for (auto& [easy, r] : running_)
     curl_multi_remove_handle(multi_of(multi_), static_cast<CURL*>(easy));

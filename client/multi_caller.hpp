@@ -38,6 +38,10 @@ public:
   /// when nothing is in flight.
   std::size_t run(std::chrono::milliseconds max_wait);
 
+  /// Sends what the calls started since the last run() can send now (connects, requests) without
+  /// waiting or handing out results, so that they do not wait for the thread's next run().
+  void send();
+
   /// Calls started and not yet handed to their completion.
   std::size_t in_flight() const { return running_.size() + ready_.size(); }
 

@@ -8,28 +8,33 @@
 namespace outboxd::persistence {
 namespace {
 
-// Walks the due index like the outbox claim (see outbox_repository.cpp): its cost stays the rows
-// it takes plus those it steps over, whatever the statistics say. Not prepared, like that one.
+// Walks the due index and tests each candidate apart, like the outbox claim (see
+// outbox_repository.cpp): its cost stays the rows it takes plus the due entries it steps over,
+// whatever the statistics say. Not prepared, like that one.
 constexpr const char* claim_sql = R"sql(
-WITH RECURSIVE due (id, n) AS (
-    SELECT 0::bigint, 0
+WITH RECURSIVE walk (id, n, taken) AS (
+    SELECT 0::bigint, 0, NULL::bigint
   UNION ALL
-    SELECT (SELECT d.id FROM dead_letter_events d
-             WHERE d.status = 'PENDING' AND d.id > due.id
-               AND (d.next_retry_at IS NULL OR d.next_retry_at <= now())
-               AND NOT EXISTS (SELECT 1 FROM outbox_events p
-                               WHERE p.aggregate_id = d.aggregate_id
-                                 AND p.aggregate_type = d.aggregate_type
-                                 AND p.id < d.original_event_id
-                                 AND p.status IN ('PENDING', 'PROCESSING') OFFSET 0)
-             ORDER BY d.id LIMIT 1
-             FOR UPDATE SKIP LOCKED),
-           due.n + 1
-      FROM due WHERE due.id IS NOT NULL AND due.n < $1)
+    SELECT c.id, walk.n + (t.taken IS NOT NULL)::int, t.taken
+      FROM walk,
+           LATERAL (SELECT s.id FROM dead_letter_events s
+                     WHERE s.status = 'PENDING' AND s.id > walk.id
+                     ORDER BY s.id LIMIT 1) c,
+           LATERAL (SELECT (
+             SELECT d.id FROM dead_letter_events d
+              WHERE d.id = c.id AND d.status = 'PENDING'
+                AND (d.next_retry_at IS NULL OR d.next_retry_at <= now())
+                AND NOT EXISTS (SELECT 1 FROM outbox_events p
+                                WHERE p.aggregate_id = d.aggregate_id
+                                  AND p.aggregate_type = d.aggregate_type
+                                  AND p.id < d.original_event_id
+                                  AND p.status IN ('PENDING', 'PROCESSING') OFFSET 0)
+              FOR UPDATE SKIP LOCKED) AS taken OFFSET 0) t
+     WHERE walk.n < $1)
 UPDATE dead_letter_events d
    SET status = 'PROCESSING', lease_owner = $2, lease_token = nextval('lease_tokens'),
        lease_expires_at = now() + $3::bigint * interval '1 millisecond', status_changed_at = now()
-  FROM due WHERE d.id = due.id
+  FROM walk WHERE d.id = walk.taken
 RETURNING d.id, d.lease_token, d.original_event_id, d.aggregate_type, d.aggregate_id,
           d.event_type, d.reason, coalesce(d.last_error, ''), d.attempts,
           (extract(epoch FROM now() - d.failing_since) * 1000)::bigint)sql";

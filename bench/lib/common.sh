@@ -165,7 +165,7 @@ stop_all() {
 }
 
 # The exit trap of run.sh and profile.sh: stops every process and the cluster; removes WORK after
-# a success (unless BENCH_KEEP is set), else keeps its logs.
+# a success (unless BENCH_KEEP is set), else keeps its logs (PostgreSQL's among them).
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
@@ -174,6 +174,7 @@ cleanup() {
   if [[ $status -eq 0 && -z "${BENCH_KEEP:-}" ]]; then
     rm -rf "$WORK"
   else
+    cp "$WORK/pg/server.log" "$WORK/logs/postgresql.log" 2>/dev/null || true
     rm -rf "$WORK/pg"
     log "logs kept in $WORK"
   fi
@@ -240,17 +241,25 @@ cpu_end() {
 
 # outboxd_sets CONCURRENCY [CONNECTIONS]: sets OUTBOXD_SETS to outboxd's --set options for
 # CONCURRENCY calls in flight, and OUTBOXD_POOL / OUTBOXD_CIF to its processors and calls in flight
-# per processor: ceil(CONCURRENCY / CALLS_IN_FLIGHT) processors (threads; CALLS_IN_FLIGHT comes
-# from BENCH_CALLS_IN_FLIGHT, default 16), each with outbox.callsInFlight = CONCURRENCY /
-# processors (rounded up). With CONNECTIONS (the slow-partner
-# measure) outboxd opens at most that many database connections in all: at most CONNECTIONS
-# processors (beyond, the calls in flight per processor grow instead), outbox.connections =
-# CONNECTIONS - 3 (processors, dead-letter processors, janitor), database.poolSize = 2 (the API's:
-# only /readyz uses it here) and the listener's one. CALLS_IN_FLIGHT=0, for a binary from before
-# outbox.callsInFlight: one processor per call in flight.
+# per processor: min(CONCURRENCY, PROCESSORS) processors (threads; PROCESSORS comes from
+# BENCH_PROCESSORS, default 4), each with outbox.callsInFlight = CONCURRENCY / processors (rounded
+# up). Fewer processors with more calls each share their database round trips among more runs: at
+# 256 calls in flight, 4 x 64 took half the database CPU per event of 16 x 16. PROCESSORS=0:
+# ceil(CONCURRENCY / CALLS_IN_FLIGHT) processors instead (BENCH_CALLS_IN_FLIGHT, default 16). With
+# CONNECTIONS (the slow-partner measure) outboxd opens at most that many database connections in
+# all: at most CONNECTIONS processors (beyond, the calls in flight per processor grow instead),
+# outbox.connections = CONNECTIONS - 3 (processors, dead-letter processors, janitor),
+# database.poolSize = 2 (the API's: only /readyz uses it here) and the listener's one.
+# CALLS_IN_FLIGHT=0 (and PROCESSORS=0), for a binary from before outbox.callsInFlight: one
+# processor per call in flight.
 outboxd_sets() {
-  local conc=$1 conns=${2:-} per=${CALLS_IN_FLIGHT:-16}
-  if [[ "$per" -gt 0 ]]; then
+  local conc=$1 conns=${2:-} per=${CALLS_IN_FLIGHT:-16} procs=${PROCESSORS:-0}
+  if [[ "$procs" -gt 0 ]]; then
+    OUTBOXD_POOL=$(( conc < procs ? conc : procs ))
+    if [[ -n "$conns" && "$OUTBOXD_POOL" -gt "$conns" ]]; then OUTBOXD_POOL=$conns; fi
+    OUTBOXD_CIF=$(( (conc + OUTBOXD_POOL - 1) / OUTBOXD_POOL ))
+    OUTBOXD_SETS=(--set outbox.poolSize="$OUTBOXD_POOL" --set outbox.callsInFlight="$OUTBOXD_CIF")
+  elif [[ "$per" -gt 0 ]]; then
     OUTBOXD_POOL=$(( (conc + per - 1) / per ))
     if [[ -n "$conns" && "$OUTBOXD_POOL" -gt "$conns" ]]; then OUTBOXD_POOL=$conns; fi
     OUTBOXD_CIF=$(( (conc + OUTBOXD_POOL - 1) / OUTBOXD_POOL ))

@@ -1,6 +1,7 @@
 // Dead-letter SQL, fenced by lease tokens like the outbox.
 #include "persistence/dlq_repository.hpp"
 
+#include "persistence/claim_walk.hpp"
 #include "persistence/rows.hpp"
 
 #include <algorithm>
@@ -8,34 +9,15 @@
 namespace outboxd::persistence {
 namespace {
 
-// Walks the due index and tests each candidate apart, like the outbox claim (see
-// outbox_repository.cpp): its cost stays the rows it takes plus the due entries it steps over,
-// whatever the statistics say. Not prepared, like that one.
-constexpr const char* claim_sql = R"sql(
-WITH RECURSIVE walk (id, n, taken) AS (
-    SELECT 0::bigint, 0, NULL::bigint
-  UNION ALL
-    SELECT c.id, walk.n + (t.taken IS NOT NULL)::int, t.taken
-      FROM walk,
-           LATERAL (SELECT s.id FROM dead_letter_events s
-                     WHERE s.status = 'PENDING' AND s.id > walk.id
-                     ORDER BY s.id LIMIT 1) c,
-           LATERAL (SELECT (
-             SELECT d.id FROM dead_letter_events d
-              WHERE d.id = c.id AND d.status = 'PENDING'
-                AND (d.next_retry_at IS NULL OR d.next_retry_at <= now())
-                AND NOT EXISTS (SELECT 1 FROM outbox_events p
+// A dead letter is compensated only after every earlier event of its aggregate has finished
+// (see claim_walk.hpp).
+constexpr const char* claim_tests = R"sql(AND NOT EXISTS (SELECT 1 FROM outbox_events p
                                 WHERE p.aggregate_id = d.aggregate_id
                                   AND p.aggregate_type = d.aggregate_type
                                   AND p.id < d.original_event_id
-                                  AND p.status IN ('PENDING', 'PROCESSING') OFFSET 0)
-              FOR UPDATE SKIP LOCKED) AS taken OFFSET 0) t
-     WHERE walk.n < $1)
-UPDATE dead_letter_events d
-   SET status = 'PROCESSING', lease_owner = $2, lease_token = nextval('lease_tokens'),
-       lease_expires_at = now() + $3::bigint * interval '1 millisecond', status_changed_at = now()
-  FROM walk WHERE d.id = walk.taken
-RETURNING d.id, d.lease_token, d.original_event_id, d.aggregate_type, d.aggregate_id,
+                                  AND p.status IN ('PENDING', 'PROCESSING') OFFSET 0))sql";
+constexpr const char* claim_returns =
+    R"sql(d.id, d.lease_token, d.original_event_id, d.aggregate_type, d.aggregate_id,
           d.event_type, d.reason, coalesce(d.last_error, ''), d.attempts,
           (extract(epoch FROM now() - d.failing_since) * 1000)::bigint)sql";
 
@@ -112,7 +94,10 @@ dlq_repository::dlq_repository(pqxx::connection& conn, hooks_by_type hooks)
 std::vector<claimed_dead_letter> dlq_repository::claim(const std::string& owner, int limit,
                                                        std::chrono::milliseconds lease) {
   pqxx::work tx(conn_);
-  auto rows = tx.exec_params(claim_sql, limit, owner, static_cast<long long>(lease.count()));
+  // Sent unprepared, like the outbox's claim (see outbox_repository::claim).
+  static const std::string sql =
+      claim_walk_sql("dead_letter_events", 'd', claim_tests, claim_returns);
+  auto rows = tx.exec_params(sql, limit, owner, static_cast<long long>(lease.count()));
   tx.commit();
   std::vector<claimed_dead_letter> out;
   auto now = std::chrono::steady_clock::now();

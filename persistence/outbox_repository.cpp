@@ -2,6 +2,7 @@
 // means another worker owns the event now, and the caller must drop its result.
 #include "persistence/outbox_repository.hpp"
 
+#include "persistence/claim_walk.hpp"
 #include "persistence/rows.hpp"
 
 #include <algorithm>
@@ -10,45 +11,18 @@
 namespace outboxd::persistence {
 namespace {
 
-// The claim walks the due index one entry at a time (each step the first PENDING id after the
-// last, an index-only scan of outbox_events_due), and only then tests that candidate: due now, no
-// unfinished event before it in its aggregate, not dead-lettered, not locked by another claimer.
-// The probes are kept apart from the walk (OFFSET 0 keeps the planner from turning them into joins
-// or hashed sub-plans), so its cost is the rows it takes plus the due entries it steps over,
-// whatever the statistics say. With the tests inside the walk's own scan, the planner could walk
-// the primary key instead and filter, running the dead-letter probe (free by its estimate on an
-// empty table) for every PROCESSED row before the oldest due one: in a burst, thousands of rows
-// and 100-500 ms per claim. Earlier, a single `ORDER BY id LIMIT n` over NOT EXISTS let it sort
-// the whole backlog, or scan every unfinished event once per candidate, and such claims ran for
-// minutes while their row locks held up the completions. It is not prepared (see claim()).
-constexpr const char* claim_sql = R"sql(
-WITH RECURSIVE walk (id, n, taken) AS (
-    SELECT 0::bigint, 0, NULL::bigint
-  UNION ALL
-    SELECT c.id, walk.n + (t.taken IS NOT NULL)::int, t.taken
-      FROM walk,
-           LATERAL (SELECT s.id FROM outbox_events s
-                     WHERE s.status = 'PENDING' AND s.id > walk.id
-                     ORDER BY s.id LIMIT 1) c,
-           LATERAL (SELECT (
-             SELECT e.id FROM outbox_events e
-              WHERE e.id = c.id AND e.status = 'PENDING'
-                AND (e.next_retry_at IS NULL OR e.next_retry_at <= now())
-                AND NOT EXISTS (SELECT 1 FROM outbox_events p
+// A due event is claimed unless an earlier event of its aggregate is unfinished or the aggregate
+// has a dead letter being compensated (see claim_walk.hpp).
+constexpr const char* claim_tests = R"sql(AND NOT EXISTS (SELECT 1 FROM outbox_events p
                                 WHERE p.aggregate_id = e.aggregate_id
                                   AND p.aggregate_type = e.aggregate_type
                                   AND p.id < e.id AND p.status IN ('PENDING', 'PROCESSING') OFFSET 0)
                 AND NOT EXISTS (SELECT 1 FROM dead_letter_events d
                                 WHERE d.aggregate_id = e.aggregate_id
                                   AND d.aggregate_type = e.aggregate_type
-                                  AND d.status IN ('PENDING', 'PROCESSING') OFFSET 0)
-              FOR UPDATE SKIP LOCKED) AS taken OFFSET 0) t
-     WHERE walk.n < $1)
-UPDATE outbox_events e
-   SET status = 'PROCESSING', lease_owner = $2, lease_token = nextval('lease_tokens'),
-       lease_expires_at = now() + $3::bigint * interval '1 millisecond', status_changed_at = now()
-  FROM walk WHERE e.id = walk.taken
-RETURNING e.id, e.lease_token, e.aggregate_type, e.aggregate_id, e.event_type, e.payloads::text,
+                                  AND d.status IN ('PENDING', 'PROCESSING') OFFSET 0))sql";
+constexpr const char* claim_returns =
+    R"sql(e.id, e.lease_token, e.aggregate_type, e.aggregate_id, e.event_type, e.payloads::text,
           e.attempts, EXISTS (SELECT 1 FROM aggregate_results r WHERE r.event_id = e.id OFFSET 0),
           (extract(epoch FROM now() - e.failing_since) * 1000)::bigint)sql";
 
@@ -298,7 +272,8 @@ std::vector<claimed_event> outbox_repository::claim(const std::string& owner, in
   // statement settles on a generic plan after five runs and keeps it until the next ANALYZE, and
   // one made while the tables were empty (a fresh start) scans them whole at every step. Claims
   // are few (one per batch), so planning each is cheap.
-  static const std::string sql = fmt::format("{}, {}", claim_sql, async_commit);
+  static const std::string sql = fmt::format(
+      "{}, {}", claim_walk_sql("outbox_events", 'e', claim_tests, claim_returns), async_commit);
   pqxx::nontransaction tx(conn_);
   auto rows = tx.exec_params(sql, limit, owner, static_cast<long long>(lease.count()));
   std::vector<claimed_event> out;

@@ -170,9 +170,10 @@ private:
   bool claim_now() {
     if (!claim_wanted_ || ctx_->stopping || backoff_until_)
       return false;
-    const int ahead = cap_ > 1 ? std::max(1, cap_ / 4) : 0;
+    const int quarter = std::max(1, cap_ / 4);
+    const int ahead = cap_ > 1 ? quarter : 0;
     const int room = cap_ + ahead - static_cast<int>(running_.size() + queue_.size());
-    if (room <= 0 || (!running_.empty() && room < std::max(1, cap_ / 4)))
+    if (room <= 0 || (!running_.empty() && room < quarter))
       return false;
     bool got = false;
     guarded([&] {

@@ -21,6 +21,8 @@ void call_driver::spawn(task<void> run, std::function<void(std::exception_ptr)> 
   // Still registered: the run is suspended (one that ended at once has erased itself).
   if (auto it = runs_.find(id); it != runs_.end())
     it->second = started.handle;
+  // Its first call goes out now, not after the claim the processor makes before it drives.
+  calls_.send();
 }
 
 std::size_t call_driver::resume_due_timers() {

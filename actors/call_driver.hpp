@@ -70,8 +70,8 @@ public:
     return awaiter{*this, at};
   }
 
-  /// Starts `run` at once (it runs until its first call or sleep); `done` is called, from
-  /// spawn() or a later drive(), with the exception it ended with (or null).
+  /// Starts `run` at once (it runs until its first call, which is sent, or sleep); `done` is
+  /// called, from spawn() or a later drive(), with the exception it ended with (or null).
   void spawn(task<void> run, std::function<void(std::exception_ptr)> done);
 
   /// `b` is flushed by drive() (batches in the order attached) and dropped by cancel_all(); it

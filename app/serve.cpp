@@ -11,6 +11,7 @@
 #include "persistence/audit_repository.hpp"
 #include "persistence/connection_pool.hpp"
 #include "persistence/dead_letter_admin.hpp"
+#include "persistence/intake_notifier.hpp"
 #include "persistence/migrations.hpp"
 #include "persistence/order_repository.hpp"
 #include "persistence/outbox_admin.hpp"
@@ -97,10 +98,13 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
   if (!migrate_with_retry(settings))
     return exit_failure;
 
+  persistence::intake_notifier notifier(persistence::make_conninfo(
+      settings.database.url, settings.database.connect_timeout, "outboxd-notifier"));
   persistence::connection_pool pool(
       persistence::make_conninfo(settings.database.url, settings.database.connect_timeout),
-      settings.database.pool_size, persistence::pooled_statements());
-  persistence::order_repository orders(pool);
+      settings.database.pool_size, persistence::pooled_statements(),
+      persistence::intake_notifier::session_setup);
+  persistence::order_repository orders(pool, &notifier);
   persistence::dead_letter_admin dead_letters(pool);
   persistence::outbox_admin outbox(pool);
   persistence::order_hooks order_hooks;

@@ -48,8 +48,10 @@ std::string make_conninfo(const std::string& url, std::chrono::milliseconds conn
                      seconds, application_name);
 }
 
-connection_pool::connection_pool(std::string conninfo, int size, std::vector<statement> statements)
-    : conninfo_(std::move(conninfo)), statements_(std::move(statements)), size_(size) {}
+connection_pool::connection_pool(std::string conninfo, int size, std::vector<statement> statements,
+                                 std::string session_setup)
+    : conninfo_(std::move(conninfo)), statements_(std::move(statements)),
+      session_setup_(std::move(session_setup)), size_(size) {}
 
 connection_pool::~connection_pool() = default;
 
@@ -66,6 +68,8 @@ connection_pool::slot connection_pool::acquire() {
   lock.unlock();
   try {
     auto conn = std::make_unique<pqxx::connection>(conninfo_);
+    if (!session_setup_.empty())
+      pqxx::nontransaction(*conn).exec(session_setup_);
     for (const auto& st : statements_)
       conn->prepare(st.name, st.sql);
     return slot{std::move(conn)};

@@ -35,8 +35,10 @@ class connection_pool {
 public:
   static constexpr int max_attempts = 3;
 
-  /// Connections are opened lazily, at most `size` of them.
-  connection_pool(std::string conninfo, int size, std::vector<statement> statements);
+  /// Connections are opened lazily, at most `size` of them; `session_setup` (SQL, optional)
+  /// runs on each one when it is opened.
+  connection_pool(std::string conninfo, int size, std::vector<statement> statements,
+                  std::string session_setup = {});
   ~connection_pool();
   connection_pool(const connection_pool&) = delete;
   connection_pool& operator=(const connection_pool&) = delete;
@@ -92,6 +94,7 @@ private:
 
   std::string conninfo_;
   std::vector<statement> statements_;
+  std::string session_setup_;
   std::mutex mutex_;
   std::condition_variable available_;
   std::vector<std::unique_ptr<pqxx::connection>> idle_;

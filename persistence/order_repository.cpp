@@ -20,7 +20,7 @@ const std::string order_by_request_key =
     "SELECT "s + order_columns + ", request_hash FROM orders WHERE request_key = $1";
 const std::string insert_event =
     "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payloads, "
-    "idempotency_key) VALUES ($1, $2, $3, $4::jsonb, $5)";
+    "idempotency_key) VALUES ($1, $2, $3, $4::jsonb, $5) RETURNING id";
 const std::string lock_order =
     "SELECT "s + order_columns + " FROM orders WHERE id = $1 AND NOT deleted FOR UPDATE";
 const std::string set_status = "UPDATE orders SET order_status = $2, updated_at = now() "
@@ -49,9 +49,12 @@ const std::string dead_letters_of_order = "SELECT "s + dead_letter_columns +
                                           " FROM dead_letter_events WHERE aggregate_id = $1 "
                                           "ORDER BY id";
 
-void insert_draft(pqxx::work& tx, const domain::event_draft& e) {
-  tx.exec_prepared("insert_event", e.aggregate_type, e.aggregate_id, e.event_type, e.payloads_json,
-                   e.idempotency_key);
+/// Inserts the event; returns its id.
+std::int64_t insert_draft(pqxx::work& tx, const domain::event_draft& e) {
+  return tx
+      .exec_prepared1("insert_event", e.aggregate_type, e.aggregate_id, e.event_type,
+                      e.payloads_json, e.idempotency_key)[0]
+      .as<std::int64_t>();
 }
 
 } // namespace
@@ -92,8 +95,9 @@ domain::create_outcome order_repository::create(const domain::new_order& request
                                     std::move(o)};
     }
     auto o = to_order(inserted[0]);
-    insert_draft(tx, domain::order_created_event(o, request.items));
+    auto event_id = insert_draft(tx, domain::order_created_event(o, request.items));
     tx.commit();
+    announce(event_id);
     return domain::create_outcome{domain::create_outcome::kind::created, std::move(o)};
   });
 }
@@ -114,22 +118,26 @@ domain::command_outcome order_repository::execute(std::int64_t order_id,
     if (d.what == domain::decision::kind::already_done)
       return domain::command_outcome{kind::already_done, current, {}};
     domain::order updated;
+    std::int64_t event_id = 0;
     switch (command) {
     case domain::order_command::ship:
     case domain::order_command::deliver:
       updated = to_order(
           tx.exec_prepared1("set_status", order_id, std::string(domain::to_string(d.next))));
-      insert_draft(tx, domain::order_status_updated_event(order_id, current.status, d.next));
+      event_id =
+          insert_draft(tx, domain::order_status_updated_event(order_id, current.status, d.next));
       break;
     case domain::order_command::cancel:
       updated = to_order(tx.exec_prepared1("set_cancelling", order_id, reason));
-      insert_draft(tx, domain::order_cancellation_event(order_id));
+      event_id = insert_draft(tx, domain::order_cancellation_event(order_id));
       break;
     case domain::order_command::remove:
       updated = to_order(tx.exec_prepared1("mark_deleted", order_id));
       break;
     }
     tx.commit();
+    if (event_id)
+      announce(event_id);
     return domain::command_outcome{kind::applied, std::move(updated), {}};
   });
 }

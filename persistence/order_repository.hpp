@@ -4,6 +4,7 @@
 
 #include "domain/ports.hpp"
 #include "persistence/connection_pool.hpp"
+#include "persistence/intake_notifier.hpp"
 
 #include <vector>
 
@@ -11,7 +12,10 @@ namespace outboxd::persistence {
 
 class order_repository final : public domain::order_store {
 public:
-  explicit order_repository(connection_pool& pool) : pool_(pool) {}
+  /// With a `notifier`, the pool's sessions must run intake_notifier::session_setup: the
+  /// repository then announces its events through the notifier instead of the insert trigger.
+  explicit order_repository(connection_pool& pool, intake_notifier* notifier = nullptr)
+      : pool_(pool), notifier_(notifier) {}
 
   /// The statements this repository runs; give them to the pool it uses.
   static std::vector<statement> statements();
@@ -25,7 +29,13 @@ public:
   std::optional<domain::order_timeline> timeline(std::int64_t order_id) override;
 
 private:
+  void announce(std::int64_t event_id) const {
+    if (notifier_)
+      notifier_->committed(event_id);
+  }
+
   connection_pool& pool_;
+  intake_notifier* notifier_;
 };
 
 } // namespace outboxd::persistence

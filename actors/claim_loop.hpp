@@ -223,11 +223,17 @@ private:
       std::rethrow_exception(crash);
   }
 
-  /// Runs `f`; a lost connection drops the unstarted claims and retries later.
+  /// Runs `f`; a lost connection drops the unstarted claims and retries later, a statement cut
+  /// short by its statement or lock timeout is retried later.
   template <class F> void guarded(F&& f) {
     try {
       f();
     } catch (const std::exception& e) {
+      if (persistence::is_cancelled_statement(e)) {
+        log::warn(tag_, "statement cut short, trying again later: {}", e.what());
+        back_off();
+        return;
+      }
       if (!persistence::is_connection_loss(e))
         throw;
       connection_lost(e);
@@ -240,6 +246,11 @@ private:
   void connection_lost(const std::exception& e) {
     ctx_->db->lost(tag_, e);
     queue_.clear();
+    back_off();
+  }
+
+  /// No claim before the database's retry delay.
+  void back_off() {
     if (!backoff_until_) {
       const auto delay = ctx_->db->retry_in();
       backoff_until_ = clock::now() + delay;

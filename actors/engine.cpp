@@ -23,7 +23,9 @@ engine::engine(const conf::settings& settings, persistence::hooks_by_type hooks)
   const auto& o = settings.outbox;
   ctx_->db = std::make_unique<persistence::worker_connections>(
       [ctx = ctx_.get()](int n) { return ctx->conninfo(fmt::format("worker-{}", n)); },
-      std::min(o.connections, 2 * o.pool_size + 1), ctx_->hooks);
+      std::min(o.connections, 2 * o.pool_size + 1), ctx_->hooks,
+      persistence::session_limits_sql(
+          {settings.database.statement_timeout, settings.database.lock_timeout}));
   ctx_->gates = std::make_unique<destination_gates>(settings.http);
 }
 
@@ -48,16 +50,34 @@ void engine::stop() {
   ctx_->stopping = true;
   auto supervisor = caf::actor_cast<caf::actor>(system_->registry().get(caf::atom("supervisor")));
   system_->registry().erase(caf::atom("supervisor"));
+  const auto timeout = ctx_->settings.outbox.shutdown_timeout;
+  bool ended = false;
   {
     caf::scoped_actor self{*system_};
-    // Workers answer between calls; allow them the shutdown timeout plus a margin.
-    auto timeout = ctx_->settings.outbox.shutdown_timeout + std::chrono::seconds(2);
-    self->request(supervisor, timeout, stop_atom::value)
-        .receive([](bool) {},
-                 [](caf::error& e) {
-                   log::warn("supervisor", "workers did not all stop in time: {}", to_string(e));
-                 });
-    self->send_exit(supervisor, caf::exit_reason::user_shutdown);
+    self->monitor(supervisor);
+    self->send(supervisor, stop_atom::value);
+    // The supervisor ends once every worker has (workers answer between calls).
+    auto wait = [&](std::chrono::milliseconds how_long) {
+      if (!ended)
+        self->receive([&](caf::down_msg&) { ended = true; }, caf::after(how_long) >> [] {});
+    };
+    wait(timeout + std::chrono::seconds(2));
+    if (!ended) {
+      // A worker is inside a statement (one waiting for a lock, say): cancel it, the worker then
+      // sees its stop.
+      int n = ctx_->db->cancel_running();
+      log::warn("supervisor",
+                "workers did not all stop in time; cancelled {} database statement(s)", n);
+      wait(timeout + std::chrono::seconds(5));
+    }
+  }
+  if (!ended) {
+    // Waiting longer would hang the process: leave the actors where they are.
+    log::error("supervisor",
+               "workers still running after twice the shutdown timeout; leaving them");
+    (void)system_.release();
+    (void)config_.release();
+    return;
   }
   system_.reset(); // waits for every actor: all of them have quit by now
   config_.reset();

@@ -22,11 +22,16 @@ struct janitor_state {
 
 using janitor = caf::stateful_actor<janitor_state>;
 
-/// Runs `job`, turning a lost connection into a log line and a later retry.
+/// Runs `job`, turning a lost connection or a statement cut short by its timeout into a log line
+/// and a later retry (the next period).
 template <class Job> void guarded(janitor* self, Job&& job) {
   try {
     job(*self->state.ctx->db);
   } catch (const std::exception& e) {
+    if (persistence::is_cancelled_statement(e)) {
+      log::warn(tag, "statement cut short, trying again next time: {}", e.what());
+      return;
+    }
     if (!persistence::is_connection_loss(e))
       throw;
     self->state.ctx->db->lost(tag, e);

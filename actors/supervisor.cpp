@@ -7,6 +7,7 @@
 #include "log/log.hpp"
 
 #include <caf/all.hpp>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -27,6 +28,9 @@ struct supervisor_state {
   /// By (kind, index).
   std::map<std::pair<int, int>, domain::restart_history> restarts;
   bool stopping = false;
+  /// While stopping: the workers that did not answer in time, each ended by its down message.
+  std::map<caf::actor_addr, std::function<void()>> late;
+  std::set<caf::actor_addr> ended; // workers that ended while stopping
   static inline const char* name = "supervisor";
 };
 
@@ -68,8 +72,15 @@ caf::behavior supervisor_actor(supervisor* self, context_ptr ctx) {
   st.processors.resize(static_cast<std::size_t>(s.outbox.pool_size));
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
-    if (st.stopping)
+    if (st.stopping) {
+      st.ended.insert(dm.source);
+      if (auto late = st.late.find(dm.source); late != st.late.end()) {
+        auto done = std::move(late->second);
+        st.late.erase(late);
+        done();
+      }
       return;
+    }
     // A dead-letter child is restarted by its processor; here it only leaves the wake-up list
     // (unless a newer child of that index registered already).
     for (auto it = st.dlq_processors.begin(); it != st.dlq_processors.end(); ++it)
@@ -170,8 +181,17 @@ caf::behavior supervisor_actor(supervisor* self, context_ptr ctx) {
           if (!c)
             continue;
           ++*remaining;
+          // A worker that does not answer in time is busy (in a statement, say): it counts as
+          // stopped once it has ended, never before, so that nothing outlives this actor.
           self->request(c, st.ctx->settings.outbox.shutdown_timeout, stop_atom::value)
-              .then([done](bool) mutable { done(); }, [done](caf::error&) mutable { done(); });
+              .then([done](bool) mutable { done(); },
+                    [self, done, who = c.address()](caf::error& e) mutable {
+                      if (e == caf::sec::request_receiver_down || self->state.ended.count(who))
+                        return done();
+                      log::warn(tag, "a worker did not stop within outbox.shutdownTimeout; "
+                                     "waiting for it to end");
+                      self->state.late.emplace(who, done);
+                    });
         }
         if (*remaining == 0) {
           rp.deliver(true);

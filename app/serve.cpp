@@ -103,7 +103,9 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
   persistence::connection_pool pool(
       persistence::make_conninfo(settings.database.url, settings.database.connect_timeout),
       settings.database.pool_size, persistence::pooled_statements(),
-      persistence::intake_notifier::session_setup);
+      persistence::session_limits_sql(
+          {settings.database.statement_timeout, settings.database.lock_timeout}) +
+          "; " + persistence::intake_notifier::session_setup);
   persistence::order_repository orders(pool, &notifier);
   persistence::dead_letter_admin dead_letters(pool);
   persistence::outbox_admin outbox(pool);

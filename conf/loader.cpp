@@ -811,6 +811,8 @@ private:
     integer(o, "poolSize", s.pool_size, 1, 1000);
     duration(o, "connectTimeout", s.connect_timeout, true);
     duration(o, "startupTimeout", s.startup_timeout, false);
+    duration(o, "statementTimeout", s.statement_timeout, false);
+    duration(o, "lockTimeout", s.lock_timeout, false);
   }
 
   void read_outbox(object_reader& o, outbox_settings& s) {

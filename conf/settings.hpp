@@ -30,7 +30,9 @@ struct database_settings {
   std::string url; // libpq URL or key=value string; empty = the PG* environment variables
   int pool_size = 8;
   milliseconds connect_timeout{5000};
-  milliseconds startup_timeout{60000}; // how long start-up keeps retrying an unreachable database
+  milliseconds startup_timeout{60000};   // how long start-up keeps retrying an unreachable database
+  milliseconds statement_timeout{30000}; // every statement outboxd runs (0 = none; not migrations)
+  milliseconds lock_timeout{10000};      // every wait for a lock (0 = none)
 };
 
 struct backoff_settings {

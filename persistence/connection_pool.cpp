@@ -10,6 +10,7 @@ namespace outboxd::persistence {
 namespace {
 
 constexpr auto acquire_wait = std::chrono::seconds(10);
+constexpr auto client_check_interval = std::chrono::milliseconds(2000);
 
 /// The text of a store_unavailable for a connection loss.
 std::string loss_message(const std::exception& e) {
@@ -32,6 +33,18 @@ bool is_connection_loss(const std::exception& e) {
     return state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0;
   }
   return false;
+}
+
+std::string session_limits_sql(const statement_limits& limits) {
+  return fmt::format("SET statement_timeout = {}; SET lock_timeout = {}; "
+                     "SET client_connection_check_interval = {}",
+                     limits.statement_timeout.count(), limits.lock_timeout.count(),
+                     client_check_interval.count());
+}
+
+bool is_cancelled_statement(const std::exception& e) {
+  auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
+  return sql && (sql->sqlstate() == "57014" || sql->sqlstate() == "55P03");
 }
 
 std::string make_conninfo(const std::string& url, std::chrono::milliseconds connect_timeout,
@@ -108,6 +121,9 @@ void connection_pool::handle_failure(slot s, std::exception_ptr e) {
         s.conn.reset(); // never handed out again
       release(std::move(s));
     }
+    if (is_cancelled_statement(ex))
+      throw domain::store_unavailable(fmt::format(
+          "database statement cut short (database.statementTimeout / lockTimeout): {}", ex.what()));
     if (!lost)
       throw;
     throw domain::store_unavailable(loss_message(ex));

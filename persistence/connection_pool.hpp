@@ -20,6 +20,21 @@ namespace outboxd::persistence {
 /// reports a connection exception (SQLSTATE class 08) or is shutting down or restarting (57P).
 bool is_connection_loss(const std::exception& e);
 
+/// What bounds the statements of a session: `statement_timeout` and `lock_timeout` (zero: no
+/// bound), and, always, `client_connection_check_interval`, so that PostgreSQL cancels the work
+/// of a client that vanished instead of finishing it.
+struct statement_limits {
+  std::chrono::milliseconds statement_timeout{0};
+  std::chrono::milliseconds lock_timeout{0};
+};
+
+/// The SET statements that apply `limits` to a session.
+std::string session_limits_sql(const statement_limits& limits);
+
+/// A statement cut short by statement_timeout (or a cancel request) or by lock_timeout: the
+/// connection is fine, the statement may be tried again later.
+bool is_cancelled_statement(const std::exception& e);
+
 /// A named SQL statement, prepared on every connection of the pool that runs it.
 struct statement {
   std::string name;
@@ -44,7 +59,8 @@ public:
   connection_pool& operator=(const connection_pool&) = delete;
 
   /// Runs `work` with a connection. A lost connection is discarded and `work` re-run once on
-  /// a new one, then reported as domain::store_unavailable; a serialization failure or deadlock
+  /// a new one, then reported as domain::store_unavailable, as is a statement cut short by its
+  /// statement or lock timeout; a serialization failure or deadlock
   /// re-runs `work` (up to 3 times). `work` must therefore be a whole unit: begin, do, commit.
   template <class Work> auto run(Work&& work) {
     for (int attempt = 1;; ++attempt) {

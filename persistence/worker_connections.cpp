@@ -13,8 +13,9 @@ constexpr std::chrono::milliseconds max_backoff{10000};
 } // namespace
 
 worker_connections::worker_connections(std::function<std::string(int)> conninfo, int size,
-                                       hooks_by_type hooks)
-    : conninfo_(std::move(conninfo)), hooks_(std::move(hooks)), size_(size) {}
+                                       hooks_by_type hooks, std::string setup)
+    : conninfo_(std::move(conninfo)), hooks_(std::move(hooks)), setup_(std::move(setup)),
+      size_(size) {}
 
 worker_connections::~worker_connections() = default;
 
@@ -29,15 +30,17 @@ std::unique_ptr<worker_connections::session> worker_connections::take(const std:
     auto s = std::move(*it);
     idle_.erase(it);
     s->last_user = me;
+    busy_.push_back(s->pid);
     return s;
   }
   ++open_;
   auto n = ++opened_;
   lock.unlock();
   try {
-    auto s = std::make_unique<session>(conninfo_(n), hooks_);
+    auto s = std::make_unique<session>(conninfo_(n), setup_, hooks_);
     s->last_user = me;
     lock.lock();
+    busy_.push_back(s->pid);
     if (reported_)
       log::info(who, "database connection restored");
     reported_ = false;
@@ -62,6 +65,8 @@ std::unique_ptr<worker_connections::session> worker_connections::take(const std:
 void worker_connections::give_back(std::unique_ptr<session> s, bool drop) {
   std::unique_ptr<session> dropped;
   std::lock_guard lock(mutex_);
+  if (auto it = std::find(busy_.begin(), busy_.end(), s->pid); it != busy_.end())
+    busy_.erase(it);
   if (drop) {
     dropped = std::move(s); // closed below, outside the lock
     --open_;
@@ -92,6 +97,26 @@ void worker_connections::lost(const std::string& who, const std::exception& why)
   open_ -= static_cast<int>(idle_.size());
   dropped.swap(idle_);
   available_.notify_all();
+}
+
+int worker_connections::cancel_running() {
+  std::string pids;
+  int n = 0;
+  {
+    std::lock_guard lock(mutex_);
+    for (int pid : busy_)
+      pids += (n++ ? "," : "") + std::to_string(pid);
+  }
+  if (n == 0)
+    return 0;
+  try {
+    pqxx::connection c(conninfo_(0));
+    pqxx::nontransaction(c).exec_params("SELECT pg_cancel_backend(p) FROM unnest($1::int[]) p",
+                                        "{" + pids + "}");
+  } catch (const std::exception& e) {
+    log::warn("supervisor", "could not cancel the statements still running: {}", e.what());
+  }
+  return n;
 }
 
 std::chrono::milliseconds worker_connections::retry_in() const {

@@ -24,17 +24,23 @@ namespace outboxd::persistence {
 class worker_connections {
   /// One connection and the repositories prepared on it.
   struct session {
-    session(const std::string& conninfo, const hooks_by_type& hooks)
-        : conn(conninfo), outbox(conn, hooks), dlq(conn, hooks) {}
+    session(const std::string& conninfo, const std::string& setup, const hooks_by_type& hooks)
+        : conn(conninfo), outbox(conn, hooks), dlq(conn, hooks) {
+      if (!setup.empty())
+        pqxx::nontransaction(conn).exec(setup);
+    }
     pqxx::connection conn;
+    const int pid = conn.backendpid();
     outbox_repository outbox;
     dlq_repository dlq;
     std::thread::id last_user;
   };
 
 public:
-  /// `conninfo(n)` is the connection string of the n-th connection opened (1, 2, ...).
-  worker_connections(std::function<std::string(int)> conninfo, int size, hooks_by_type hooks);
+  /// `conninfo(n)` is the connection string of the n-th connection opened (1, 2, ...); `setup`
+  /// (SQL, optional) runs on each one when it is opened.
+  worker_connections(std::function<std::string(int)> conninfo, int size, hooks_by_type hooks,
+                     std::string setup = {});
   ~worker_connections();
   worker_connections(const worker_connections&) = delete;
   worker_connections& operator=(const worker_connections&) = delete;
@@ -82,6 +88,11 @@ public:
   /// When a worker that could not reach the database tries again.
   std::chrono::milliseconds retry_in() const;
 
+  /// Asks PostgreSQL to cancel the statements running on the borrowed connections (from a
+  /// connection of its own): a stop that timed out must not wait for a statement that waits
+  /// for a lock. Returns how many were running.
+  int cancel_running();
+
 private:
   std::unique_ptr<session> take(const std::string& who);
   void give_back(std::unique_ptr<session> s, bool drop);
@@ -91,6 +102,8 @@ private:
   mutable std::mutex mutex_;
   std::condition_variable available_;
   std::vector<std::unique_ptr<session>> idle_;
+  std::vector<int> busy_; // backend pids of the borrowed connections
+  std::string setup_;
   int size_;
   int open_ = 0;
   int opened_ = 0; // connections opened so far, for their names

@@ -10,7 +10,10 @@
 #include <caf/all.hpp>
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <functional>
+#include <future>
 #include <httplib.h>
+#include <pqxx/pqxx>
 #include <stdexcept>
 #include <thread>
 
@@ -142,8 +145,9 @@ std::string dead_letter_status(const std::string& id) {
 /// A started engine (one processor) on a fresh database, with every "crash-N" aggregate type
 /// crashing its worker, and a blocking actor of the test's own to watch and ask the supervisor.
 struct engine_fixture {
-  explicit engine_fixture(domain::restart_backoff backoff = {50ms, 30s, 60s})
-      : eng((truncate_all(db()), test_settings(destination)), crash_hooks()) {
+  explicit engine_fixture(domain::restart_backoff backoff = {50ms, 30s, 60s},
+                          const std::function<void(conf::settings&)>& tweak = nullptr)
+      : eng((truncate_all(db()), tweaked(test_settings(destination), tweak)), crash_hooks()) {
     eng.context().restart_backoff = backoff;
     eng.start();
     self = std::make_unique<caf::scoped_actor>(eng.system());
@@ -156,6 +160,13 @@ struct engine_fixture {
   ~engine_fixture() {
     self.reset();
     eng.stop();
+  }
+
+  static conf::settings tweaked(conf::settings s,
+                                const std::function<void(conf::settings&)>& tweak) {
+    if (tweak)
+      tweak(s);
+    return s;
   }
 
   persistence::hooks_by_type crash_hooks() {
@@ -370,4 +381,75 @@ TEST_CASE("an orderly stop lets every run in flight finish its call; nothing mor
   // The one claimed ahead was handed back unstarted, with the two never claimed.
   CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PENDING' AND "
                           "lease_token IS NULL AND attempts = 0") == "2");
+}
+
+struct short_lock_timeout_fixture : engine_fixture {
+  short_lock_timeout_fixture()
+      : engine_fixture({50ms, 30s, 60s}, [](conf::settings& s) {
+          s.database.lock_timeout = 200ms;
+          s.outbox.poll_interval = 100ms;
+        }) {}
+};
+
+TEST_CASE_FIXTURE(short_lock_timeout_fixture,
+                  "claims cut short by the lock timeout are tried again later; nothing crashes") {
+  const auto processor = status().processors[0];
+  {
+    pqxx::connection holder(db());
+    pqxx::work held(holder);
+    held.exec("LOCK TABLE outbox_events IN ACCESS EXCLUSIVE MODE");
+    // Claims wait for the lock: each one is cut short after 200 ms, again and again.
+    REQUIRE(eventually([&] {
+      return query_value(db(), "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                               "'Lock' AND datname = current_database()") != "0";
+    }));
+    std::this_thread::sleep_for(1500ms);
+  }
+  auto event = insert_event("thing", "t1");
+  CHECK(eventually([&] { return event_status(event) == "PROCESSED"; }));
+  auto after = status();
+  CHECK(after.processors[0] == processor); // never crashed, never restarted
+  CHECK(after.processor_crashes == std::vector<int>{0});
+  CHECK(after.dlq_children.count(0) == 1);
+  CHECK(same_actor_count());
+}
+
+TEST_CASE("a stop does not hang on a statement that waits for a lock: it is cancelled") {
+  truncate_all(db());
+  sink destination;
+  destination.hold();
+  auto event = insert_event("thing", "t1");
+  auto settings = test_settings(destination);
+  settings.database.lock_timeout = 0ms; // the statement would wait for ever
+  settings.database.statement_timeout = 0ms;
+  settings.outbox.shutdown_timeout = 1s;
+  actors::engine eng(settings, {});
+  eng.start();
+  REQUIRE(eventually([&] { return destination.entered() == 1; }));
+
+  // The call's attempt row cannot be written while the test holds this lock.
+  pqxx::connection holder(db());
+  pqxx::work held(holder);
+  held.exec("LOCK TABLE aggregate_results IN EXCLUSIVE MODE");
+  destination.release();
+  REQUIRE(eventually([&] {
+    return query_value(db(), "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                             "'Lock' AND datname = current_database()") == "1";
+  }));
+
+  // Should the stop wait for the statement, the lock goes away after 20 s and the stop ends.
+  std::atomic<bool> stopped{false}, lock_given_up{false};
+  std::thread safety_net([&] {
+    eventually([&] { return stopped.load(); }, 20s);
+    lock_given_up = !stopped;
+    held.abort();
+  });
+  eng.stop(); // on the thread that started it, as CAF wants
+  stopped = true;
+  safety_net.join();
+  CHECK_FALSE(lock_given_up);
+  // The call was made; its row was not written, so the event is not done: it is retried later.
+  CHECK(destination.answered() == 1);
+  CHECK(event_status(event) != "PROCESSED");
+  CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results") == "0");
 }

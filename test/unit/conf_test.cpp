@@ -563,6 +563,15 @@ TEST_CASE("database settings are checked") {
   CHECK_SET_ERROR("database.startupTimeout=-1s", "database.startupTimeout must be a duration like");
   auto zero = load_with({"database.startupTimeout=0"});
   CHECK(loaded(zero).database.startup_timeout == 0ms);
+  CHECK_SET_ERROR("database.statementTimeout=soon",
+                  "database.statementTimeout must be a duration like");
+  CHECK_SET_ERROR("database.lockTimeout=-5s", "database.lockTimeout must be a duration like");
+  auto bounds = load_with({"database.statementTimeout=0", "database.lockTimeout=250ms"});
+  CHECK(loaded(bounds).database.statement_timeout == 0ms);
+  CHECK(loaded(bounds).database.lock_timeout == 250ms);
+  auto defaults = load_with({});
+  CHECK(loaded(defaults).database.statement_timeout == 30s);
+  CHECK(loaded(defaults).database.lock_timeout == 10s);
 }
 
 TEST_CASE("outbox settings are checked") {

@@ -62,19 +62,16 @@ void engine::stop() {
         self->receive([&](caf::down_msg&) { ended = true; }, caf::after(how_long) >> [] {});
     };
     wait(timeout + std::chrono::seconds(2));
-    if (!ended) {
-      // A worker is inside a statement (one waiting for a lock, say): cancel it, the worker then
-      // sees its stop.
-      int n = ctx_->db->cancel_running();
-      log::warn("supervisor",
-                "workers did not all stop in time; cancelled {} database statement(s)", n);
-      wait(timeout + std::chrono::seconds(5));
-    }
+    // A worker still inside a statement (one waiting for a lock, say) would not end, nor would
+    // the actor system: cancel what runs, the worker then sees its stop.
+    if (int n = ctx_->db->cancel_running())
+      log::warn("supervisor", "cancelled {} database statement(s) still running at the stop", n);
+    wait(timeout + std::chrono::seconds(5));
   }
   if (!ended) {
     // Waiting longer would hang the process: leave the actors where they are.
-    log::error("supervisor",
-               "workers still running after twice the shutdown timeout; leaving them");
+    log::error("supervisor", "workers still running after the shutdown timeout and the "
+                             "cancellation of their statements; leaving them");
     (void)system_.release();
     (void)config_.release();
     return;

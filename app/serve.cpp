@@ -54,7 +54,9 @@ bool migrate_with_retry(const conf::settings& s) {
   for (;;) {
     try {
       pqxx::connection conn(conninfo);
-      auto applied = persistence::migrate(conn);
+      persistence::migrate_options options;
+      options.lock_timeout = s.database.migration_lock_timeout;
+      auto applied = persistence::migrate(conn, options);
       for (const auto& name : applied)
         log::info("migrate", "applied {}", name);
       log::info("migrate", "schema is at version {}", persistence::latest_migration_version());

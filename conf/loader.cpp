@@ -813,6 +813,7 @@ private:
     duration(o, "startupTimeout", s.startup_timeout, false);
     duration(o, "statementTimeout", s.statement_timeout, false);
     duration(o, "lockTimeout", s.lock_timeout, false);
+    duration(o, "migrationLockTimeout", s.migration_lock_timeout, true);
   }
 
   void read_outbox(object_reader& o, outbox_settings& s) {

@@ -33,6 +33,7 @@ struct database_settings {
   milliseconds startup_timeout{60000};   // how long start-up keeps retrying an unreachable database
   milliseconds statement_timeout{30000}; // every statement outboxd runs (0 = none; not migrations)
   milliseconds lock_timeout{10000};      // every wait for a lock (0 = none)
+  milliseconds migration_lock_timeout{3000}; // a migration's wait for a lock, then it retries
 };
 
 struct backoff_settings {

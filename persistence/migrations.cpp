@@ -1,10 +1,15 @@
 // Migration runner: schema_migrations bookkeeping, advisory lock, checksum of applied files.
 #include "persistence/migrations.hpp"
 
+#include "log/log.hpp"
+
 #include <algorithm>
 #include <fmt/format.h>
+#include <regex>
+#include <sstream>
 #include <stdexcept>
 #include <string_view>
+#include <thread>
 
 namespace outboxd::persistence {
 namespace embedded {
@@ -15,6 +20,8 @@ namespace {
 
 // Any constant works as long as every outboxd uses the same one: "outboxd" in ASCII.
 constexpr long long migration_lock_key = 0x6f7574626f7864;
+constexpr std::string_view no_transaction_marker = "-- outboxd:no-transaction";
+constexpr auto max_retry_delay = std::chrono::milliseconds(10000);
 
 constexpr const char* create_bookkeeping = R"sql(
 CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -46,6 +53,104 @@ std::vector<migration> load_embedded() {
   return out;
 }
 
+/// Whether `text` holds anything but blanks and `--` comment lines.
+bool has_sql(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto first = line.find_first_not_of(" \t\r");
+    if (first != std::string::npos && line.compare(first, 2, "--") != 0)
+      return true;
+  }
+  return false;
+}
+
+/// The statements of a no-transaction file: each ends with `;` at the end of a line.
+std::vector<std::string> statements_of(const std::string& sql) {
+  std::vector<std::string> out;
+  std::string current, line;
+  std::istringstream in(sql);
+  while (std::getline(in, line)) {
+    current += line + '\n';
+    auto last = line.find_last_not_of(" \t\r");
+    if (last != std::string::npos && line[last] == ';') {
+      if (has_sql(current))
+        out.push_back(std::move(current));
+      current.clear();
+    }
+  }
+  if (has_sql(current))
+    out.push_back(std::move(current));
+  return out;
+}
+
+/// A concurrent index build that failed leaves its index INVALID, and `IF NOT EXISTS` would then
+/// skip it: drop it so that the statement builds it again.
+void drop_invalid_index(pqxx::nontransaction& session, const std::string& statement) {
+  static const std::regex concurrent_index(
+      R"(CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+(?:IF\s+NOT\s+EXISTS\s+)?("?[A-Za-z_][A-Za-z0-9_]*"?))",
+      std::regex::icase);
+  std::smatch m;
+  if (!std::regex_search(statement, m, concurrent_index))
+    return;
+  auto name = m[1].str();
+  name.erase(std::remove(name.begin(), name.end(), '"'), name.end());
+  auto invalid = session.exec_params(
+      "SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+      "WHERE c.relname = $1 AND NOT i.indisvalid AND pg_table_is_visible(c.oid)",
+      name);
+  if (!invalid.empty()) {
+    log::warn("migrate", "dropping the invalid index {} a failed build left behind", name);
+    session.exec("DROP INDEX CONCURRENTLY IF EXISTS " + session.quote_name(name));
+  }
+}
+
+void record(pqxx::nontransaction& session, const migration& m) {
+  session.exec_params("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                      m.version, m.name, checksum(m.sql));
+}
+
+void apply(pqxx::nontransaction& session, const migration& m) {
+  if (m.sql.rfind(no_transaction_marker, 0) == 0) {
+    for (const auto& statement : statements_of(m.sql)) {
+      drop_invalid_index(session, statement);
+      session.exec(statement);
+    }
+    record(session, m);
+    return;
+  }
+  session.exec("BEGIN");
+  try {
+    session.exec(m.sql);
+    record(session, m);
+    session.exec("COMMIT");
+  } catch (...) {
+    session.exec("ROLLBACK");
+    throw;
+  }
+}
+
+/// Applies `m`, trying again (after a growing delay) when it gave up waiting for a lock.
+void apply_with_retries(pqxx::nontransaction& session, const migration& m,
+                        const migrate_options& options) {
+  auto delay = options.first_retry_delay;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      apply(session, m);
+      return;
+    } catch (const pqxx::sql_error& e) {
+      if (e.sqlstate() != "55P03" || attempt >= options.attempts)
+        throw;
+      log::warn("migrate",
+                "{}: a lock was not free within {}ms (the database is busy); rolled back, trying "
+                "again in {}ms (attempt {} of {})",
+                m.name, options.lock_timeout.count(), delay.count(), attempt + 1, options.attempts);
+      std::this_thread::sleep_for(delay);
+      delay = std::min(delay * 2, max_retry_delay);
+    }
+  }
+}
+
 } // namespace
 
 const std::vector<migration>& migrations() {
@@ -57,13 +162,21 @@ int latest_migration_version() {
   return migrations().empty() ? 0 : migrations().back().version;
 }
 
-std::vector<std::string> migrate(pqxx::connection& conn) {
+std::vector<std::string> migrate(pqxx::connection& conn, const migrate_options& options) {
+  return migrate(conn, migrations(), options);
+}
+
+std::vector<std::string> migrate(pqxx::connection& conn, const std::vector<migration>& list,
+                                 const migrate_options& options) {
   std::vector<std::string> applied_now;
   pqxx::nontransaction session(conn);
   session.exec_params("SELECT pg_advisory_lock($1)", migration_lock_key);
   try {
+    // Index builds may take long; waits for locks may not, since every write queues behind them.
+    session.exec(fmt::format("SET statement_timeout = 0; SET lock_timeout = {}",
+                             options.lock_timeout.count()));
     session.exec(create_bookkeeping);
-    for (const auto& m : migrations()) {
+    for (const auto& m : list) {
       auto existing = session.exec_params(
           "SELECT checksum FROM schema_migrations WHERE version = $1", m.version);
       if (!existing.empty()) {
@@ -73,17 +186,7 @@ std::vector<std::string> migrate(pqxx::connection& conn) {
               m.name));
         continue;
       }
-      session.exec("BEGIN");
-      try {
-        session.exec(m.sql);
-        session.exec_params(
-            "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-            m.version, m.name, checksum(m.sql));
-        session.exec("COMMIT");
-      } catch (...) {
-        session.exec("ROLLBACK");
-        throw;
-      }
+      apply_with_retries(session, m, options);
       applied_now.push_back(m.name);
     }
   } catch (...) {

@@ -2,7 +2,9 @@
 #include "persistence/migrations.hpp"
 #include "test/support/test_db.hpp"
 
+#include <chrono>
 #include <doctest/doctest.h>
+#include <future>
 #include <pqxx/pqxx>
 #include <thread>
 
@@ -110,4 +112,125 @@ TEST_CASE("notification triggers fire for rows that are pending and due, on comm
     listen_conn.await_notification(0, 100000);
   CHECK(outbox.payloads == std::vector<std::string>{"1", "1"});
   CHECK(dlq.payloads == std::vector<std::string>{"1"});
+}
+
+namespace {
+
+/// The compiled-in migrations and `extra` after them.
+std::vector<persistence::migration> with(std::vector<persistence::migration> extra) {
+  auto all = persistence::migrations();
+  all.insert(all.end(), extra.begin(), extra.end());
+  return all;
+}
+
+void insert_order(pqxx::transaction_base& tx, const std::string& customer) {
+  tx.exec_params("INSERT INTO orders (customer_id, total_amount, shipping_type) "
+                 "VALUES ($1, 10, 'domestic')",
+                 customer);
+}
+
+/// Waits (up to 10 s) until a statement like `pattern` waits for a lock in database `name`.
+bool waits_for_lock(const std::string& conninfo, const std::string& pattern) {
+  for (int i = 0; i < 200; ++i) {
+    if (query_value(conninfo, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                              "'Lock' AND datname = current_database() AND query LIKE '" +
+                                  pattern + "'") != "0")
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("a migration that cannot get its lock gives up after the lock timeout, lets the writes "
+          "queued behind it through, and applies once the lock is free") {
+  auto conninfo = empty_database("outboxd_pg_migrate_busy");
+  {
+    pqxx::connection c(conninfo);
+    persistence::migrate(c);
+  }
+  // A long transaction that wrote to orders (it holds a lock the ALTER below conflicts with).
+  pqxx::connection long_conn(conninfo);
+  pqxx::work long_tx(long_conn);
+  insert_order(long_tx, "long");
+
+  persistence::migrate_options options;
+  options.lock_timeout = std::chrono::milliseconds(200);
+  options.attempts = 50;
+  options.first_retry_delay = std::chrono::milliseconds(200);
+  auto migrating = std::async(std::launch::async, [&] {
+    pqxx::connection c(conninfo);
+    return persistence::migrate(
+        c, with({{9001, "9001_note.sql", "ALTER TABLE orders ADD COLUMN note TEXT;"}}), options);
+  });
+  REQUIRE(waits_for_lock(conninfo, "ALTER TABLE orders%"));
+  // A write that queues behind the waiting ALTER goes through once the ALTER gives up, while the
+  // long transaction still holds its lock.
+  auto writing = std::async(std::launch::async, [&] {
+    pqxx::connection c(conninfo);
+    pqxx::work tx(c);
+    insert_order(tx, "meanwhile");
+    tx.commit();
+  });
+  CHECK(writing.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  CHECK(migrating.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready);
+
+  long_tx.commit();
+  CHECK(migrating.get() == std::vector<std::string>{"9001_note.sql"});
+  CHECK(query_value(conninfo, "SELECT count(*) FROM information_schema.columns WHERE "
+                              "table_name = 'orders' AND column_name = 'note'") == "1");
+  CHECK(query_value(conninfo, "SELECT count(*) FROM orders") == "2");
+}
+
+TEST_CASE("a no-transaction migration builds its indexes concurrently without blocking writes, "
+          "and rebuilds an index a failed build left invalid") {
+  auto conninfo = empty_database("outboxd_pg_migrate_concurrently");
+  {
+    pqxx::connection c(conninfo);
+    persistence::migrate(c);
+    pqxx::work tx(c);
+    insert_order(tx, "twice");
+    insert_order(tx, "twice");
+    tx.commit();
+    // A unique build fails on the duplicates and leaves its index behind, INVALID.
+    CHECK_THROWS(pqxx::nontransaction(c).exec(
+        "CREATE UNIQUE INDEX CONCURRENTLY orders_by_customer ON orders (customer_id)"));
+  }
+  REQUIRE(query_value(conninfo, "SELECT count(*) FROM pg_index i JOIN pg_class c ON "
+                                "c.oid = i.indexrelid WHERE c.relname = 'orders_by_customer' "
+                                "AND NOT i.indisvalid") == "1");
+
+  pqxx::connection long_conn(conninfo);
+  pqxx::work long_tx(long_conn); // a concurrent build waits for this one to end ...
+  insert_order(long_tx, "long");
+  auto migrating = std::async(std::launch::async, [&] {
+    pqxx::connection c(conninfo);
+    return persistence::migrate(
+        c,
+        with({{9002, "9002_indexes.sql",
+               "-- outboxd:no-transaction\n"
+               "-- Two statements, each on its own.\n"
+               "CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_by_customer\n"
+               "    ON orders (customer_id);\n"
+               "CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_by_created ON orders "
+               "(created_at);\n"}}),
+        {});
+  });
+  REQUIRE(waits_for_lock(conninfo, "%CONCURRENTLY%"));
+  // ... but no write waits for it.
+  auto writing = std::async(std::launch::async, [&] {
+    pqxx::connection c(conninfo);
+    pqxx::work tx(c);
+    insert_order(tx, "meanwhile");
+    tx.commit();
+  });
+  CHECK(writing.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  long_tx.commit();
+  CHECK(migrating.get() == std::vector<std::string>{"9002_indexes.sql"});
+  CHECK(query_value(conninfo, "SELECT string_agg(c.relname || ':' || i.indisvalid || ':' || "
+                              "i.indisunique, ',' ORDER BY c.relname) FROM pg_index i JOIN "
+                              "pg_class c ON c.oid = i.indexrelid WHERE c.relname IN "
+                              "('orders_by_customer', 'orders_by_created')") ==
+        "orders_by_created:true:false,orders_by_customer:true:false");
 }

@@ -572,6 +572,8 @@ TEST_CASE("database settings are checked") {
   auto defaults = load_with({});
   CHECK(loaded(defaults).database.statement_timeout == 30s);
   CHECK(loaded(defaults).database.lock_timeout == 10s);
+  CHECK(loaded(defaults).database.migration_lock_timeout == 3s);
+  CHECK_SET_ERROR("database.migrationLockTimeout=0", "database.migrationLockTimeout must be > 0");
 }
 
 TEST_CASE("outbox settings are checked") {

@@ -1,22 +1,31 @@
 // janitor: the lease reaper (expired outbox and dead-letter leases) every reaperInterval, and
-// retention of old PROCESSED events in small batches. Detached: both block on the database.
+// retention: old PROCESSED events and resolved dead letters deleted in batches, each its own short
+// transaction, until none is left. Detached: both block on the database.
 #include "actors/workers.hpp"
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
 #include "persistence/dlq_repository.hpp"
 
 #include <caf/all.hpp>
+#include <map>
+#include <string>
 
 namespace outboxd::actors {
 namespace {
 
-constexpr int retention_batch = 500;
-constexpr int retention_batches_per_run = 20;
+constexpr int retention_batch = 1000;
+/// A run stops after this long, so that the reaper and a stop are served in between ...
+constexpr auto retention_slice = std::chrono::seconds(1);
+/// ... and the next one follows at once while rows are left, else after a pause.
+constexpr auto retention_again = std::chrono::milliseconds(10);
 constexpr auto retention_every = std::chrono::minutes(1);
 constexpr const char* tag = "janitor";
 
 struct janitor_state {
   context_ptr ctx;
+  /// Rows deleted by the retention runs since the last one that caught up, by what they are.
+  std::map<std::string, long long> retained;
+  std::chrono::steady_clock::time_point retaining_since;
   static inline const char* name = "janitor";
 };
 
@@ -38,12 +47,47 @@ template <class Job> void guarded(janitor* self, Job&& job) {
   }
 }
 
+/// Deletes `table`'s rows older than `window` (never, when it is zero) in batches for at most one
+/// slice, counting them in `retained[what]`; true when none is left.
+template <class Delete>
+bool retain(std::map<std::string, long long>& retained, const char* table, const char* what,
+            std::chrono::milliseconds window, Delete del) {
+  if (window.count() <= 0)
+    return true;
+  const auto started = std::chrono::steady_clock::now();
+  bool caught_up = false;
+  while (!caught_up && std::chrono::steady_clock::now() - started < retention_slice) {
+    const int n = del(window, retention_batch);
+    if (n > 0) {
+      metrics::global().retention_deleted.inc({{"table", table}}, n);
+      retained[what] += n;
+    }
+    caught_up = n < retention_batch;
+  }
+  return caught_up;
+}
+
+/// One line for a whole catch-up: what was deleted, and how long it took.
+void report_retention(janitor* self) {
+  auto& st = self->state;
+  std::string parts;
+  for (const auto& [what, n] : st.retained)
+    if (n > 0)
+      parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", n, what);
+  if (!parts.empty())
+    log::info(tag, "retention: deleted {} in {}ms", parts,
+              std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - st.retaining_since)
+                  .count());
+  st.retained.clear();
+}
+
 caf::behavior janitor_actor(janitor* self, context_ptr ctx) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   const auto& s = st.ctx->settings;
   self->delayed_send(self, s.outbox.reaper_interval, reap_atom::value);
-  if (s.outbox.retention.count() > 0)
+  if (s.outbox.retention.count() > 0 || s.dlq.retention.count() > 0)
     self->delayed_send(self, std::chrono::seconds(5), retain_atom::value);
   return {
       [self](reap_atom) {
@@ -63,19 +107,22 @@ caf::behavior janitor_actor(janitor* self, context_ptr ctx) {
         self->delayed_send(self, s.outbox.reaper_interval, reap_atom::value);
       },
       [self](retain_atom) {
-        const auto& s = self->state.ctx->settings;
+        auto& st = self->state;
+        const auto& s = st.ctx->settings;
+        if (st.retained.empty())
+          st.retaining_since = std::chrono::steady_clock::now();
+        bool caught_up = true;
         guarded(self, [&](persistence::worker_connections& db) {
-          int deleted = 0;
-          for (int i = 0; i < retention_batches_per_run; ++i) {
-            int n = db.outbox(tag)->delete_processed(s.outbox.retention, retention_batch);
-            deleted += n;
-            if (n < retention_batch)
-              break;
-          }
-          if (deleted > 0)
-            log::info(tag, "retention: deleted {} processed event(s)", deleted);
+          caught_up = retain(
+              st.retained, "outbox_events", "processed event(s)", s.outbox.retention,
+              [&](auto age, int batch) { return db.outbox(tag)->delete_processed(age, batch); });
+          caught_up &=
+              retain(st.retained, "dead_letter_events", "resolved dead letter(s)", s.dlq.retention,
+                     [&](auto age, int batch) { return db.dlq(tag)->delete_resolved(age, batch); });
         });
-        self->delayed_send(self, retention_every, retain_atom::value);
+        if (caught_up)
+          report_retention(self);
+        self->delayed_send(self, caught_up ? retention_every : retention_again, retain_atom::value);
       },
       [self](stop_atom) {
         self->quit();

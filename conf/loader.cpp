@@ -593,6 +593,7 @@ public:
       if (const Value* b = r.get("backoff"))
         read_backoff(*b, r.path("backoff"), s.dlq.backoff);
       duration(r, "retryFor", s.dlq.retry_for, true);
+      duration(r, "retention", s.dlq.retention, false);
     });
     section(*o, "http", [&](object_reader& r) { read_http(r, s.http); });
     section(*o, "simulator", [&](object_reader& r) { read_simulator(r, s.simulator); });

@@ -62,6 +62,7 @@ struct dlq_settings {
   int max_retries = 30;
   backoff_settings backoff;
   milliseconds retry_for{3600000};
+  milliseconds retention{0}; // resolved dead letters older than this are deleted; 0 keeps them
 };
 
 // The knob type belongs to the simulator's pure knob library (conf links it, never the server).

@@ -66,6 +66,8 @@ struct registry {
       "Outbox events moved to the dead-letter queue, by event type and reason."};
   counter leases_lost{"outboxd_leases_lost_total",
                       "Results dropped because the worker's lease had been lost."};
+  counter retention_deleted{"outboxd_retention_deleted_total",
+                            "Rows deleted by retention, by table."};
   counter lease_expiries{"outboxd_lease_expiries_total",
                          "Expired leases reclaimed by the reaper, by table."};
   counter calls{"outboxd_destination_calls_total",

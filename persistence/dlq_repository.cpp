@@ -72,6 +72,12 @@ UPDATE dead_letter_events
        failing_since = coalesce(failing_since, now()), status_changed_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
  WHERE id = $1)sql";
 
+constexpr const char* retention_sql = R"sql(
+DELETE FROM dead_letter_events WHERE id IN (
+  SELECT id FROM dead_letter_events
+   WHERE status = 'PROCESSED' AND resolved_at < now() - $1::bigint * interval '1 millisecond'
+   ORDER BY resolved_at LIMIT $2))sql";
+
 constexpr const char* next_due_sql = R"sql(
 SELECT ceil(extract(epoch FROM min(next_retry_at) - now()) * 1000)::bigint
   FROM dead_letter_events WHERE status = 'PENDING' AND next_retry_at > now())sql";
@@ -89,6 +95,7 @@ dlq_repository::dlq_repository(pqxx::connection& conn, hooks_by_type hooks)
   conn_.prepare("dlq_expired", expired_sql);
   conn_.prepare("dlq_reap", reap_sql);
   conn_.prepare("dlq_next_due", next_due_sql);
+  conn_.prepare("dlq_retention", retention_sql);
 }
 
 std::vector<claimed_dead_letter> dlq_repository::claim(const std::string& owner, int limit,
@@ -179,6 +186,13 @@ int dlq_repository::reap_expired(int max_retries) {
   }
   tx.commit();
   return moved;
+}
+
+int dlq_repository::delete_resolved(std::chrono::milliseconds age, int batch) {
+  pqxx::work tx(conn_);
+  auto r = tx.exec_prepared("dlq_retention", static_cast<long long>(age.count()), batch);
+  tx.commit();
+  return static_cast<int>(r.affected_rows());
 }
 
 std::optional<std::chrono::milliseconds> dlq_repository::next_due_in() {

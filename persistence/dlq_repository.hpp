@@ -65,6 +65,10 @@ public:
   /// retries); returns how many rows moved.
   int reap_expired(int max_retries);
 
+  /// Deletes up to `batch` resolved (PROCESSED) dead letters resolved longer than `age` ago,
+  /// oldest first; returns how many. Pending, running and FAILED ones are never deleted.
+  int delete_resolved(std::chrono::milliseconds age, int batch);
+
   /// Time until the earliest PENDING dead letter with a future next_retry_at becomes due.
   std::optional<std::chrono::milliseconds> next_due_in();
 

@@ -170,7 +170,15 @@ std::vector<std::string> migrate(pqxx::connection& conn, const std::vector<migra
                                  const migrate_options& options) {
   std::vector<std::string> applied_now;
   pqxx::nontransaction session(conn);
-  session.exec_params("SELECT pg_advisory_lock($1)", migration_lock_key);
+  // Polled rather than waited for: a session waiting for the lock would sit in an open
+  // transaction, which a concurrent index build of the migrating process waits for in turn.
+  for (bool told = false;
+       !session.exec_params1("SELECT pg_try_advisory_lock($1)", migration_lock_key)[0].as<bool>();
+       told = true) {
+    if (!told)
+      log::info("migrate", "another process is migrating the database; waiting for it");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   try {
     // Index builds may take long; waits for locks may not, since every write queues behind them.
     session.exec(fmt::format("SET statement_timeout = 0; SET lock_timeout = {}",

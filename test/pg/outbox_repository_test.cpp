@@ -270,7 +270,8 @@ TEST_CASE_FIXTURE(fixture, "the due indexes are the only partial indexes over pe
   CHECK(query_value(db(), "SELECT string_agg(indexname, ' ' ORDER BY indexname) FROM pg_indexes "
                           "WHERE tablename IN ('outbox_events', 'dead_letter_events') "
                           "AND indexdef LIKE '% WHERE %'") ==
-        "dead_letter_events_due dead_letter_events_leases dead_letter_events_retry_due "
+        "dead_letter_events_due dead_letter_events_leases dead_letter_events_resolved "
+        "dead_letter_events_retry_due "
         "outbox_events_dead outbox_events_due outbox_events_leases outbox_events_processed "
         "outbox_events_retry_due");
 }
@@ -452,6 +453,34 @@ TEST_CASE_FIXTURE(fixture, "retention deletes old processed events in batches an
   CHECK(a.delete_processed(24h, 2) == 1);
   CHECK(a.delete_processed(24h, 2) == 0);
   CHECK(count_rows(db(), "outbox_events") == 2);
+}
+
+TEST_CASE_FIXTURE(fixture, "retention deletes old resolved dead letters only, oldest first") {
+  // Five dead letters: resolved two days ago (two), resolved now, FAILED and PENDING long ago.
+  for (int i = 0; i < 5; ++i) {
+    auto event = add_event(std::to_string(i));
+    exec("UPDATE outbox_events SET status = 'DEAD' WHERE id = " + std::to_string(event));
+    exec("INSERT INTO dead_letter_events (original_event_id, aggregate_type, aggregate_id, "
+         "event_type, payloads, reason) SELECT id, aggregate_type, aggregate_id, event_type, "
+         "payloads, 'NON_RETRYABLE_ERROR' FROM outbox_events WHERE id = " +
+         std::to_string(event));
+  }
+  exec("UPDATE dead_letter_events SET status = 'PROCESSED', resolved_at = now() - interval '2 "
+       "days' - id * interval '1 minute' WHERE id <= 2");
+  exec("UPDATE dead_letter_events SET status = 'PROCESSED', resolved_at = now() WHERE id = 3");
+  exec("UPDATE dead_letter_events SET status = 'FAILED', failed_at = now() - interval '9 days' "
+       "WHERE id = 4");
+  exec("UPDATE dead_letter_events SET failed_at = now() - interval '9 days' WHERE id = 5");
+  persistence::dlq_repository dlq(conn_a, {});
+  CHECK(dlq.delete_resolved(24h, 1) == 1);
+  CHECK(query_value(db(), "SELECT string_agg(id::text, ',' ORDER BY id) FROM "
+                          "dead_letter_events") == "1,3,4,5"); // the older of the two first
+  CHECK(dlq.delete_resolved(24h, 10) == 1);
+  CHECK(dlq.delete_resolved(24h, 10) == 0);
+  CHECK(query_value(db(), "SELECT string_agg(id::text || status, ',' ORDER BY id) FROM "
+                          "dead_letter_events") == "3PROCESSED,4FAILED,5PENDING");
+  // The DEAD events of deleted dead letters stay: DEAD events are never deleted automatically.
+  CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'DEAD'") == "5");
 }
 
 TEST_CASE_FIXTURE(fixture,

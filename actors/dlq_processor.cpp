@@ -132,7 +132,8 @@ task<void> dlq_work::compensate(const item& d) {
   compensation_result r;
   if (original) {
     auto keep_lease = lease_of(d);
-    r = co_await runner_->compensate(*original, d.aggregate_id, d.event_type, attempt, keep_lease);
+    r = co_await runner_->compensate(*original, d.aggregate_type, d.aggregate_id, d.event_type,
+                                     attempt, keep_lease);
   }
   switch (r.what) {
   case compensation_result::kind::interrupted:

@@ -403,6 +403,7 @@ task<event_runner::step_result> event_runner::call_step(const persistence::claim
 
   persistence::attempt_row row;
   row.event_id = e.id;
+  row.aggregate_type = e.aggregate_type;
   row.aggregate_id = e.aggregate_id;
   row.event_type = e.event_type;
   row.destination = name;
@@ -491,7 +492,8 @@ task<void> event_runner::run_cancellation(const persistence::claimed_event& e) {
   compensation_result result;
   if (original) {
     auto keep_lease = outbox_lease(e);
-    result = co_await compensate(*original, e.aggregate_id, e.event_type, attempt, keep_lease);
+    result = co_await compensate(*original, e.aggregate_type, e.aggregate_id, e.event_type, attempt,
+                                 keep_lease);
   }
   switch (result.what) {
   case compensation_result::kind::interrupted:
@@ -580,6 +582,7 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt,
 }
 
 task<compensation_result> event_runner::compensate(std::int64_t original_event_id,
+                                                   const std::string& aggregate_type,
                                                    const std::string& aggregate_id,
                                                    const std::string& row_event_type, int attempt,
                                                    const lease_keeper& keep_lease) {
@@ -601,6 +604,7 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
     }
     persistence::attempt_row row;
     row.event_id = original_event_id;
+    row.aggregate_type = aggregate_type;
     row.aggregate_id = aggregate_id;
     row.event_type = row_event_type;
     row.destination = step.destination + ".revert";

@@ -103,6 +103,7 @@ public:
   /// that have a revert and are not reverted yet. `row_event_type` labels the revert rows;
   /// `keep_lease` is asked before each call.
   task<compensation_result> compensate(std::int64_t original_event_id,
+                                       const std::string& aggregate_type,
                                        const std::string& aggregate_id,
                                        const std::string& row_event_type, int attempt,
                                        const lease_keeper& keep_lease);

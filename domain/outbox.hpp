@@ -31,6 +31,7 @@ struct event_record {
 /// What one HTTP attempt did: the columns of an aggregate_results row that the engine writes.
 struct attempt_columns {
   std::int64_t event_id = 0;
+  std::string aggregate_type;
   std::string aggregate_id;
   std::string event_type;
   std::string destination;

@@ -44,10 +44,11 @@ const std::string events_of_order =
     "SELECT "s + event_columns +
     " FROM outbox_events WHERE aggregate_type = 'order' AND aggregate_id = $1 ORDER BY id";
 const std::string attempts_of_order =
-    "SELECT "s + attempt_columns + " FROM aggregate_results WHERE aggregate_id = $1 ORDER BY id";
+    "SELECT "s + attempt_columns +
+    " FROM aggregate_results WHERE aggregate_id = $1 AND aggregate_type = 'order' ORDER BY id";
 const std::string dead_letters_of_order = "SELECT "s + dead_letter_columns +
                                           " FROM dead_letter_events WHERE aggregate_id = $1 "
-                                          "ORDER BY id";
+                                          "AND aggregate_type = 'order' ORDER BY id";
 
 /// Inserts the event; returns its id.
 std::int64_t insert_draft(pqxx::work& tx, const domain::event_draft& e) {

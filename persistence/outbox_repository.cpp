@@ -26,9 +26,10 @@ constexpr const char* claim_returns =
           e.attempts, EXISTS (SELECT 1 FROM aggregate_results r WHERE r.event_id = e.id OFFSET 0),
           (extract(epoch FROM now() - e.failing_since) * 1000)::bigint)sql";
 
-constexpr int attempt_columns_count = 19;
+constexpr int attempt_columns_count = 20;
 constexpr const char* record_attempt_columns = R"sql(
-INSERT INTO aggregate_results (event_id, aggregate_id, event_type, destination, fanout_order,
+INSERT INTO aggregate_results (event_id, aggregate_type, aggregate_id, event_type, destination,
+  fanout_order,
   attempt, endpoint_url, http_method, idempotency_key, request_payload, response_status,
   response_payload, response_text, outcome, error_message, duration_ms, response_body,
   response_content_type, response_truncated))sql";
@@ -162,7 +163,8 @@ SELECT coalesce(
   (SELECT max(id) FROM outbox_events
     WHERE aggregate_type = $1 AND aggregate_id = $2 AND event_type = $3),
   (SELECT max(event_id) FROM aggregate_results
-    WHERE aggregate_id = $2 AND event_type = $3 AND destination NOT LIKE '%.revert')))sql";
+    WHERE aggregate_id = $2 AND aggregate_type = $1 AND event_type = $3
+      AND destination NOT LIKE '%.revert')))sql";
 
 /// The attempt rows' INSERT with `rows` rows of 19 values each, bound to parameters $first,
 /// $first+1, ... row after row.
@@ -207,6 +209,7 @@ template <class T> param to_param(const T& v) {
 /// Appends the 19 parameters of attempt row `a`, in the order of record_attempt_columns.
 void add_attempt_params(std::vector<param>& out, const attempt_row& a) {
   out.push_back(to_param(a.event_id));
+  out.push_back(a.aggregate_type);
   out.push_back(a.aggregate_id);
   out.push_back(a.event_type);
   out.push_back(a.destination);

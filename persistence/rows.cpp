@@ -73,6 +73,7 @@ domain::attempt_record to_attempt(const pqxx::row& r) {
     a.response_body = pqxx::binarystring(r[18]).str();
   a.response_content_type = optional_field<std::string>(r[19]);
   a.response_truncated = r[20].as<bool>();
+  a.aggregate_type = r[21].as<std::string>();
   return a;
 }
 

@@ -23,7 +23,8 @@ inline constexpr const char* attempt_columns =
     "id, event_id, aggregate_id, event_type, destination, fanout_order, attempt, endpoint_url, "
     "http_method, idempotency_key, request_payload::text, response_status, "
     "response_payload::text, response_text, outcome, error_message, duration_ms, "
-    "outboxd_iso(published_at), response_body, response_content_type, response_truncated";
+    "outboxd_iso(published_at), response_body, response_content_type, response_truncated, "
+    "aggregate_type";
 inline constexpr const char* dead_letter_columns =
     "id, original_event_id, aggregate_id, event_type, payloads::text, reason, last_error, status, "
     "attempts, outboxd_iso(next_retry_at), revert_error, outboxd_iso(failed_at), "

@@ -211,7 +211,7 @@ TEST_CASE_FIXTURE(fixture, "listing is newest first, filters by status and pages
   CHECK(confirmed[0].id == 4);
 }
 
-TEST_CASE_FIXTURE(fixture, "the timeline shows the order's events, attempts and dead letters") {
+TEST_CASE_FIXTURE(fixture, "the timeline shows the order's own events, attempts, dead letters") {
   auto id = repo.create(sample(), std::nullopt).value.id;
   {
     pqxx::connection c(db());
@@ -224,6 +224,17 @@ TEST_CASE_FIXTURE(fixture, "the timeline shows the order's events, attempts and 
     tx.exec("INSERT INTO dead_letter_events (original_event_id, aggregate_type, aggregate_id, "
             "event_type, payloads, reason, last_error) VALUES (1, 'order', '1', 'OrderCreated', "
             "'{}', 'NON_RETRYABLE_ERROR', 'billing: 400')");
+    // Another aggregate type that has an aggregate "1" too: none of it is the order's.
+    tx.exec("INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payloads, "
+            "idempotency_key, status) VALUES ('invoice', '1', 'InvoiceIssued', '{}', 'inv-1', "
+            "'DEAD')");
+    tx.exec("INSERT INTO aggregate_results (event_id, aggregate_type, aggregate_id, event_type, "
+            "destination, fanout_order, attempt, endpoint_url, http_method, outcome) SELECT id, "
+            "'invoice', '1', 'InvoiceIssued', 'mailer', 0, 1, 'http://x/mail', 'POST', "
+            "'success' FROM outbox_events WHERE aggregate_type = 'invoice'");
+    tx.exec("INSERT INTO dead_letter_events (original_event_id, aggregate_type, aggregate_id, "
+            "event_type, payloads, reason) SELECT id, 'invoice', '1', 'InvoiceIssued', '{}', "
+            "'NON_RETRYABLE_ERROR' FROM outbox_events WHERE aggregate_type = 'invoice'");
     tx.commit();
   }
   auto t = repo.timeline(id);
@@ -231,6 +242,7 @@ TEST_CASE_FIXTURE(fixture, "the timeline shows the order's events, attempts and 
   REQUIRE(t->events.size() == 1);
   CHECK(t->events[0].event_type == "OrderCreated");
   REQUIRE(t->attempts.size() == 1);
+  CHECK(t->attempts[0].aggregate_type == "order"); // written before the column: the default
   CHECK(t->attempts[0].response_payload_json == R"({"reservationId": "R"})");
   CHECK_FALSE(t->attempts[0].request_payload_json);
   REQUIRE(t->dead_letters.size() == 1);

@@ -483,6 +483,28 @@ TEST_CASE_FIXTURE(fixture, "retention deletes old resolved dead letters only, ol
   CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'DEAD'") == "5");
 }
 
+TEST_CASE_FIXTURE(fixture, "the audit names the aggregate type, and lookups by aggregate use it") {
+  // Two aggregates "7" of different types whose events retention has deleted: the audit is all
+  // that is left of them.
+  for (auto [event, type] : {std::pair{5, "order"}, std::pair{9, "invoice"}}) {
+    persistence::attempt_row row;
+    row.event_id = event;
+    row.aggregate_type = type;
+    row.aggregate_id = "7";
+    row.event_type = "OrderCreated";
+    row.destination = "inventory";
+    row.attempt = 1;
+    row.endpoint_url = "http://x/reserve";
+    row.http_method = "POST";
+    a.record_attempt(row);
+  }
+  CHECK(query_value(db(), "SELECT string_agg(event_id || ':' || aggregate_type, ',' ORDER BY id) "
+                          "FROM aggregate_results") == "5:order,9:invoice");
+  CHECK(a.latest_event_id("order", "7", "OrderCreated") == 5);
+  CHECK(a.latest_event_id("invoice", "7", "OrderCreated") == 9);
+  CHECK_FALSE(a.latest_event_id("shipment", "7", "OrderCreated"));
+}
+
 TEST_CASE_FIXTURE(fixture,
                   "attempt rows are appended and the latest success per destination is found") {
   auto id = add_event("3");

@@ -11,8 +11,8 @@ namespace outboxd::persistence {
 namespace {
 
 constexpr const char* tag = "intake-notifier";
-constexpr auto first_backoff = std::chrono::milliseconds(250);
-constexpr auto max_backoff = std::chrono::milliseconds(5000);
+constexpr std::chrono::milliseconds first_backoff{250};
+constexpr std::chrono::milliseconds max_backoff{5000};
 
 } // namespace
 
@@ -56,8 +56,7 @@ void intake_notifier::run() {
     if (stopping_)
       return; // one attempt at the end; the engine's polling finds the rest
     changed_.wait_for(lock, backoff, [&] { return stopping_; });
-    backoff =
-        std::min(backoff * 2, std::chrono::duration_cast<std::chrono::milliseconds>(max_backoff));
+    backoff = std::min(backoff * 2, max_backoff);
   }
 }
 

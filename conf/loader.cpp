@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fmt/format.h>
 #include <limits>
 #include <memory>
@@ -204,6 +205,26 @@ std::optional<std::string> read_file(const std::string& path, std::string& why) 
     return std::nullopt;
   }
   return text;
+}
+
+// Why files cannot be written into the folder `dir`, or nullopt. The folder is made when it is
+// missing, and a probe file is created and removed, so that an export that could never succeed
+// stops the start instead of failing every retention run.
+std::optional<std::string> unwritable(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return ec.message();
+  if (!std::filesystem::is_directory(dir, ec))
+    return "it is not a folder";
+  auto probe = dir + "/.outboxd-write-check-" + std::to_string(::getpid());
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(probe.c_str(), "wb"),
+                                                       &std::fclose);
+  if (!file)
+    return std::strerror(errno);
+  file.reset();
+  std::filesystem::remove(probe, ec);
+  return std::nullopt;
 }
 
 // Why a certificate or key file cannot serve, or nullopt: it must be a readable file in PEM form
@@ -595,6 +616,14 @@ public:
       duration(r, "retryFor", s.dlq.retry_for, true);
       duration(r, "retention", s.dlq.retention, false);
     });
+    section(*o, "audit", [&](object_reader& r) {
+      duration(r, "retention", s.audit.retention, false);
+      if (string(r, "exportDir", s.audit.export_dir) && !s.audit.export_dir.empty())
+        if (auto why = unwritable(s.audit.export_dir))
+          fail(fmt::format("{} cannot be written: {}", r.path("exportDir"), *why));
+    });
+    section(*o, "orders",
+            [&](object_reader& r) { duration(r, "retention", s.orders.retention, false); });
     section(*o, "http", [&](object_reader& r) { read_http(r, s.http); });
     section(*o, "simulator", [&](object_reader& r) { read_simulator(r, s.simulator); });
     section(*o, "admin", [&](object_reader& r) { string(r, "token", s.admin.token); });

@@ -65,6 +65,15 @@ struct dlq_settings {
   milliseconds retention{0}; // resolved dead letters older than this are deleted; 0 keeps them
 };
 
+struct audit_settings {
+  milliseconds retention{0}; // audit rows of settled aggregates older than this are deleted; 0 keeps
+  std::string export_dir;    // when set, rows are appended there as JSON lines before deletion
+};
+
+struct orders_settings {
+  milliseconds retention{0}; // orders removed longer ago than this are deleted for good; 0 keeps
+};
+
 // The knob type belongs to the simulator's pure knob library (conf links it, never the server).
 using retry_after_knob = simulator::retry_after_knob;
 using simulator_knobs = simulator::service_knobs;
@@ -93,6 +102,8 @@ struct settings {
   database_settings database;
   outbox_settings outbox;
   dlq_settings dlq;
+  audit_settings audit;
+  orders_settings orders;
   domain::routing_table http;
   simulator_settings simulator;
   admin_settings admin;

@@ -399,6 +399,18 @@ order_status apply_outcome(order_status current, engine_outcome outcome) {
   return current;
 }
 
+bool is_settled(order_status s) {
+  for (auto command : {order_command::ship, order_command::deliver, order_command::cancel})
+    if (decide(s, command).what == decision::kind::apply)
+      return false;
+  for (auto outcome :
+       {engine_outcome::fanout_succeeded, engine_outcome::fanout_compensated,
+        engine_outcome::cancellation_compensated, engine_outcome::compensation_failed})
+    if (apply_outcome(s, outcome) != s)
+      return false;
+  return true;
+}
+
 event_draft order_created_event(const order& o, const std::vector<order_item>& items) {
   rapidjson::StringBuffer sb;
   writer w(sb);

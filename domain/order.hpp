@@ -126,6 +126,11 @@ enum class engine_outcome {
 /// CANCELLING whatever happens to its OrderCreated (the queued cancellation decides).
 order_status apply_outcome(order_status current, engine_outcome outcome);
 
+/// True when nothing can change an order in state `s` any more but its removal: no command
+/// applies and no outcome of its events moves it. Such an order never needs its audit again
+/// (there is nothing left to compensate), so retention may delete that audit.
+bool is_settled(order_status s);
+
 /// An outbox row to insert in the same transaction as the aggregate change.
 struct event_draft {
   std::string aggregate_type;

@@ -99,6 +99,9 @@ struct outbox_stats {
   std::map<std::string, long long> dead_letters_by_reason;
   std::map<std::string, long long> orders;
   std::optional<double> oldest_due_age_seconds;
+  /// The counts that are PostgreSQL's estimates (history above 10 000 rows), named by where they
+  /// appear: "outbox.PROCESSED", "orders.DELIVERED", ...
+  std::vector<std::string> estimated;
 };
 
 /// Filters of the event listing.
@@ -116,8 +119,8 @@ class outbox_inspection {
 public:
   virtual ~outbox_inspection() = default;
   virtual outbox_stats stats() = 0;
-  /// The same without PROCESSED events and with only ATTENTION orders: cheap however large the
-  /// history grows (what every /metrics scrape reads).
+  /// The live part only (no PROCESSED events, only ATTENTION orders): what every /metrics scrape
+  /// reads. Neither costs more as history grows.
   virtual outbox_stats gauges() = 0;
   /// Newest first.
   virtual std::vector<event_record> events(const event_filter& filter) = 0;
@@ -134,12 +137,27 @@ struct audited_order {
   std::int64_t created_at_ms = 0; // milliseconds since the Unix epoch
 };
 
+/// Which orders one consistency check reads: the newest `limit`, or the first `limit` after an
+/// id, so that its cost is bounded however many orders the table holds.
+struct audit_window {
+  std::optional<std::int64_t> after_id;
+  int limit = 100000;
+};
+
+/// The orders of a window, by id, and whether orders lie beyond either end of it.
+struct audited_orders_page {
+  std::vector<audited_order> orders;
+  bool older = false; // non-deleted orders before the first one exist
+  bool newer = false; // ... after the last one
+};
+
 /// Where the consistency check reads the orders from (persistence/audit_repository).
 class order_audit_source {
 public:
   virtual ~order_audit_source() = default;
-  /// Every non-deleted order. Throws store_unavailable when the store cannot be reached.
-  virtual std::vector<audited_order> audited_orders() = 0;
+  /// The non-deleted orders of `window`. Throws store_unavailable when the store cannot be
+  /// reached.
+  virtual audited_orders_page audited_orders(const audit_window& window) = 0;
 };
 
 } // namespace outboxd::domain

@@ -57,7 +57,8 @@ void add_gauges(std::string& out, const domain::outbox_stats& g) {
                         by("status", g.events));
   metrics::render_gauge(out, "outboxd_dead_letters", "Dead letters, by status.",
                         by("status", g.dead_letters_by_status));
-  metrics::render_gauge(out, "outboxd_dead_letters_by_reason", "Dead letters, by reason.",
+  metrics::render_gauge(out, "outboxd_dead_letters_by_reason",
+                        "Unresolved dead letters, by reason.",
                         by("reason", g.dead_letters_by_reason));
   auto attention = g.orders.count("ATTENTION") ? g.orders.at("ATTENTION") : 0;
   metrics::render_gauge(out, "outboxd_orders_attention",
@@ -325,6 +326,11 @@ void get_stats(const api_context& c, const httplib::Request&, httplib::Response&
   w.end_object();
   counts("orders", stats.orders);
   w.field("oldestDueAgeSeconds", stats.oldest_due_age_seconds);
+  w.key("estimated");
+  w.start_array();
+  for (const auto& name : stats.estimated)
+    w.value(name);
+  w.end_array();
   w.key("destinations");
   w.start_object();
   for (const auto& d : c.deps.destinations()) {

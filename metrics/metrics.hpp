@@ -68,6 +68,10 @@ struct registry {
                       "Results dropped because the worker's lease had been lost."};
   counter retention_deleted{"outboxd_retention_deleted_total",
                             "Rows deleted by retention, by table."};
+  counter audit_exported{"outboxd_audit_exported_total",
+                         "Audit rows written to the export folder before retention deleted them."};
+  counter retention_failures{"outboxd_retention_failures_total",
+                             "Retention runs that failed (and are tried again), by table."};
   counter lease_expiries{"outboxd_lease_expiries_total",
                          "Expired leases reclaimed by the reaper, by table."};
   counter calls{"outboxd_destination_calls_total",

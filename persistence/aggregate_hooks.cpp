@@ -28,6 +28,17 @@ std::string order_hooks::transition_sql(domain::engine_outcome outcome) const {
                      cases, moving);
 }
 
+std::string order_hooks::settled_sql(const std::string& aggregate_id) const {
+  std::string unsettled;
+  for (auto s : domain::all_order_statuses)
+    if (!domain::is_settled(s))
+      unsettled += fmt::format("{}'{}'", unsettled.empty() ? "" : ", ", domain::to_string(s));
+  // Order ids are numbers; anything else names no order.
+  return fmt::format("NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = CASE WHEN {0} ~ "
+                     "'^[0-9]{{1,18}}$' THEN {0}::bigint END AND o.order_status IN ({1}))",
+                     aggregate_id, unsettled);
+}
+
 std::string transition_ctes(const aggregate_hooks* hooks,
                             std::optional<domain::engine_outcome> outcome,
                             const std::string& source, int reason_param) {

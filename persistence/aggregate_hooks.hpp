@@ -20,12 +20,19 @@ public:
   /// the engine supplies as a common table expression of at most one row. Being SQL, it runs in
   /// the same statement as the event's own update: one round trip per completed event.
   virtual std::string transition_sql(domain::engine_outcome outcome) const = 0;
+  /// A condition on the text expression `aggregate_id` that holds when the aggregate will never
+  /// need its audit again: nothing can change it any more, or it is gone. Audit retention
+  /// deletes old rows of such aggregates only (and only when none of their events or dead
+  /// letters is unfinished, which the engine checks itself).
+  virtual std::string settled_sql(const std::string& aggregate_id) const = 0;
 };
 
 /// The order domain's hooks: moves the order through domain::apply_outcome.
 class order_hooks final : public aggregate_hooks {
 public:
   std::string transition_sql(domain::engine_outcome outcome) const override;
+  /// The order is gone (removed for good) or in a state domain::is_settled.
+  std::string settled_sql(const std::string& aggregate_id) const override;
 };
 
 /// The common table expressions that apply `outcome` in a statement whose earlier common table

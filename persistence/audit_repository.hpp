@@ -16,8 +16,8 @@ public:
   /// The statements this repository runs; give them to the pool it uses.
   static std::vector<statement> statements();
 
-  /// Every non-deleted order, by id, with created_at in milliseconds since the epoch.
-  std::vector<domain::audited_order> audited_orders() override;
+  /// The window's non-deleted orders, by id, with created_at in milliseconds since the epoch.
+  domain::audited_orders_page audited_orders(const domain::audit_window& window) override;
 
 private:
   connection_pool& pool_;

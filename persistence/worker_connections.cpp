@@ -88,6 +88,13 @@ worker_connections::lease<dlq_repository> worker_connections::dlq(const std::str
   return {this, std::move(s), repo};
 }
 
+worker_connections::lease<retention_repository>
+worker_connections::retention(const std::string& who) {
+  auto s = take(who);
+  auto* repo = &s->retention;
+  return {this, std::move(s), repo};
+}
+
 void worker_connections::lost(const std::string& who, const std::exception& why) {
   std::vector<std::unique_ptr<session>> dropped;
   std::lock_guard lock(mutex_);

@@ -7,6 +7,7 @@
 #include "persistence/connection_pool.hpp"
 #include "persistence/dlq_repository.hpp"
 #include "persistence/outbox_repository.hpp"
+#include "persistence/retention_repository.hpp"
 
 #include <chrono>
 #include <condition_variable>
@@ -25,7 +26,7 @@ class worker_connections {
   /// One connection and the repositories prepared on it.
   struct session {
     session(const std::string& conninfo, const std::string& setup, const hooks_by_type& hooks)
-        : conn(conninfo), outbox(conn, hooks), dlq(conn, hooks) {
+        : conn(conninfo), outbox(conn, hooks), dlq(conn, hooks), retention(conn, hooks) {
       if (!setup.empty())
         pqxx::nontransaction(conn).exec(setup);
     }
@@ -33,6 +34,7 @@ class worker_connections {
     const int pid = conn.backendpid();
     outbox_repository outbox;
     dlq_repository dlq;
+    retention_repository retention;
     std::thread::id last_user;
   };
 
@@ -80,6 +82,7 @@ public:
   /// reached (logged once per outage, under `who`).
   lease<outbox_repository> outbox(const std::string& who);
   lease<dlq_repository> dlq(const std::string& who);
+  lease<retention_repository> retention(const std::string& who);
 
   /// A statement of `who` failed because its connection was lost: logged once per outage; the
   /// idle connections are dropped too (they most likely died with it).

@@ -5,21 +5,66 @@
 #include "http/json.hpp"
 #include "log/log.hpp"
 
+#include <charconv>
 #include <fmt/format.h>
 #include <httplib.h>
+#include <limits>
+#include <optional>
 
 namespace outboxd::simulator {
 namespace {
 
 constexpr const char* ledger_path = "/api/simulator/ledger";
+constexpr int max_window = 1000000;
+
+/// `cursor` (the orders after this id; default: the newest) and `limit` (1..1 000 000, default
+/// 100 000): a check reads a bounded window of orders however many the table holds.
+domain::audit_window parse_window(const httplib::Request& req) {
+  domain::audit_window window;
+  domain::field_errors errors;
+  auto number = [&](const char* name, std::int64_t lo, std::int64_t hi,
+                    const char* expected) -> std::optional<std::int64_t> {
+    if (!req.has_param(name))
+      return std::nullopt;
+    auto s = req.get_param_value(name);
+    std::int64_t n = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (ec != std::errc() || end != s.data() + s.size() || n < lo || n > hi) {
+      errors.push_back({name, fmt::format("must be {}, got '{}'", expected, s)});
+      return std::nullopt;
+    }
+    return n;
+  };
+  window.after_id = number("cursor", 0, std::numeric_limits<std::int64_t>::max(),
+                           "an order id (a value from nextCursor)");
+  if (auto limit = number("limit", 1, max_window, "an integer between 1 and 1000000"))
+    window.limit = static_cast<int>(*limit);
+  if (!errors.empty())
+    throw http::validation_error(errors);
+  return window;
+}
 
 } // namespace
 
-std::string consistency_json(const consistency_report& report) {
+std::string consistency_json(const consistency_report& report,
+                             const domain::audited_orders_page& page) {
   http::json_writer w;
   w.start_object();
   w.field("checked", report.checked);
   w.field("unchecked", report.unchecked);
+  std::optional<std::int64_t> first, last;
+  if (!page.orders.empty()) {
+    first = page.orders.front().id;
+    last = page.orders.back().id;
+  }
+  w.field("firstOrderId", first);
+  w.field("lastOrderId", last);
+  w.field("earlierOrders", page.older);
+  w.key("nextCursor");
+  if (page.newer && last)
+    w.value(std::to_string(*last));
+  else
+    w.null();
   w.key("violations");
   w.start_array();
   for (const auto& v : report.violations) {
@@ -35,18 +80,18 @@ std::string consistency_json(const consistency_report& report) {
 
 void install_consistency_route(http::listener& routes, domain::order_audit_source& orders,
                                ledger_source read_ledger) {
-  routes.route(
-      "GET", "/api/admin/consistency", http::route_kind::api,
-      [&orders, read = std::move(read_ledger)](const httplib::Request&, httplib::Response& res) {
-        auto audited = orders.audited_orders();
-        auto report = check_consistency(audited, read());
-        if (!report.violations.empty())
-          log::warn("consistency",
-                    "{} of {} checked orders violate invariant 3; first: order {}: {}",
-                    report.violations.size(), report.checked, report.violations.front().order_id,
-                    report.violations.front().problem);
-        res.set_content(consistency_json(report), "application/json");
-      });
+  routes.route("GET", "/api/admin/consistency", http::route_kind::api,
+               [&orders, read = std::move(read_ledger)](const httplib::Request& req,
+                                                        httplib::Response& res) {
+                 auto page = orders.audited_orders(parse_window(req));
+                 auto report = check_consistency(page.orders, read());
+                 if (!report.violations.empty())
+                   log::warn("consistency",
+                             "{} of {} checked orders violate invariant 3; first: order {}: {}",
+                             report.violations.size(), report.checked,
+                             report.violations.front().order_id, report.violations.front().problem);
+                 res.set_content(consistency_json(report, page), "application/json");
+               });
 }
 
 ledger_source ledger_from_json(std::function<std::string()> fetch_json) {

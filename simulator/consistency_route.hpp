@@ -15,8 +15,10 @@ namespace outboxd::simulator {
 /// Where the route reads the ledger; may throw http::api_error (a 503 when it cannot be read).
 using ledger_source = std::function<ledger_snapshot()>;
 
-/// Registers `GET /api/admin/consistency` → `{"checked": N, "unchecked": N, "violations":
-/// [{"orderId": 42, "problem": "..."}]}` as a `route_kind::api` route. `orders` and whatever
+/// Registers `GET /api/admin/consistency[?cursor=&limit=]` → `{"checked": N, "unchecked": N,
+/// "firstOrderId", "lastOrderId", "earlierOrders", "nextCursor", "violations": [{"orderId": 42,
+/// "problem": "..."}]}` as a `route_kind::api` route: the newest `limit` orders (100 000), or the
+/// first `limit` after the cursor. `orders` and whatever
 /// `read_ledger` uses must outlive the server. The orders are read before the ledger, so an order
 /// created in between is never judged against a ledger that misses its effects.
 void install_consistency_route(http::listener& routes, domain::order_audit_source& orders,
@@ -32,7 +34,8 @@ ledger_source ledger_from_json(std::function<std::string()> fetch_json);
 /// answer 200.
 ledger_source remote_ledger(const std::string& base_url);
 
-/// The route's JSON for a report.
-std::string consistency_json(const consistency_report& report);
+/// The route's JSON for a report on the orders of `page`.
+std::string consistency_json(const consistency_report& report,
+                             const domain::audited_orders_page& page);
 
 } // namespace outboxd::simulator

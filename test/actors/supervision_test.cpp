@@ -43,6 +43,7 @@ struct crashing_hooks final : persistence::aggregate_hooks {
   std::string transition_sql(domain::engine_outcome) const override {
     throw std::logic_error("test: this aggregate's hooks crash the worker");
   }
+  std::string settled_sql(const std::string&) const override { return "false"; }
 };
 
 /// The loopback destination "sink": counts the calls; while `hold` is set, a call waits until

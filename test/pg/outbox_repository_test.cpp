@@ -264,14 +264,14 @@ TEST_CASE_FIXTURE(fixture, "the due indexes are the only partial indexes over pe
   // Another partial index over unfinished rows, in another order, looks as cheap as the due index
   // on statistics taken while nothing was pending: in a burst the planner then sorted every
   // pending event at each step of the walk, and scanned every unfinished event for each probe.
-  // The partial indexes left hold PROCESSING, PROCESSED or DEAD rows only, or need
+  // The partial indexes left hold PROCESSING, PROCESSED, DEAD or FAILED rows only, or need
   // next_retry_at IS NOT NULL, which the walk's condition does not imply. A new one must keep
   // to that (and be added here).
   CHECK(query_value(db(), "SELECT string_agg(indexname, ' ' ORDER BY indexname) FROM pg_indexes "
                           "WHERE tablename IN ('outbox_events', 'dead_letter_events') "
                           "AND indexdef LIKE '% WHERE %'") ==
-        "dead_letter_events_due dead_letter_events_leases dead_letter_events_resolved "
-        "dead_letter_events_retry_due "
+        "dead_letter_events_due dead_letter_events_failed dead_letter_events_leases "
+        "dead_letter_events_resolved dead_letter_events_retry_due "
         "outbox_events_dead outbox_events_due outbox_events_leases outbox_events_processed "
         "outbox_events_retry_due");
 }

@@ -234,6 +234,16 @@ TEST_CASE("engine outcomes move orders through the same state machine") {
   CHECK(apply_outcome(s::delivered, o::compensation_failed) == s::delivered);
 }
 
+TEST_CASE("only an order nothing can change any more is settled: its audit may go") {
+  using s = order_status;
+  std::string settled;
+  for (auto status : all_order_statuses)
+    if (is_settled(status))
+      settled += std::string(settled.empty() ? "" : ",") + std::string(to_string(status));
+  CHECK(settled == "DELIVERED,FAILED,CANCELLED");
+  CHECK_FALSE(is_settled(s::attention)); // an operator's redrive may still compensate it
+}
+
 TEST_CASE("OrderCreated carries one payload per destination, each with only what it needs") {
   order o;
   o.id = 42;

@@ -87,9 +87,11 @@ void install_consistency_route(http::listener& routes, domain::order_audit_sourc
                  auto report = check_consistency(page.orders, read());
                  if (!report.violations.empty())
                    log::warn("consistency",
-                             "{} of {} checked orders violate invariant 3; first: order {}: {}",
-                             report.violations.size(), report.checked,
-                             report.violations.front().order_id, report.violations.front().problem);
+                             "{} violation(s) of invariant 3 among {} checked order(s) of ids "
+                             "{}..{}; first: order {}: {}",
+                             report.violations.size(), report.checked, page.orders.front().id,
+                             page.orders.back().id, report.violations.front().order_id,
+                             report.violations.front().problem);
                  res.set_content(consistency_json(report, page), "application/json");
                });
 }

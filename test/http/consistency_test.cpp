@@ -206,6 +206,47 @@ TEST_CASE_FIXTURE(consistency_fixture, "orders created before a reset are unchec
   (void)before;
 }
 
+TEST_CASE_FIXTURE(consistency_fixture, "a check reads a bounded window of orders: the newest, or "
+                                       "those after a cursor, walking the table to its end") {
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 5; ++i)
+    ids.push_back(insert("CONFIRMED")); // none of their steps applied: 4 violations each
+  auto newest = client->get("/api/admin/consistency?limit=2");
+  REQUIRE(newest.status == 200);
+  CHECK(newest.num("/checked") == 2);
+  CHECK(newest.num("/firstOrderId") == ids[3]);
+  CHECK(newest.num("/lastOrderId") == ids[4]);
+  CHECK(newest.boolean("/earlierOrders"));
+  CHECK(newest.is_null("/nextCursor"));
+  CHECK(newest.num("/violations/0/orderId") == ids[3]);
+  // From the start, window after window, every order once.
+  std::string cursor = "0";
+  std::vector<std::int64_t> seen;
+  for (int i = 0; i < 5 && !cursor.empty(); ++i) {
+    auto r = client->get("/api/admin/consistency?limit=2&cursor=" + cursor);
+    REQUIRE(r.status == 200);
+    CHECK(r.boolean("/earlierOrders") == (cursor != "0"));
+    for (auto id = r.num("/firstOrderId"); id <= r.num("/lastOrderId"); ++id)
+      seen.push_back(id);
+    CHECK(static_cast<std::size_t>(r.num("/checked")) * 4 == violation_count(r));
+    cursor = r.is_null("/nextCursor") ? "" : r.str("/nextCursor");
+  }
+  CHECK(seen == ids);
+  // Past the end: an empty window.
+  auto after = client->get("/api/admin/consistency?cursor=" + std::to_string(ids.back()));
+  CHECK(after.num("/checked") == 0);
+  CHECK(after.is_null("/firstOrderId"));
+  CHECK(after.is_null("/nextCursor"));
+  // Bad parameters name themselves.
+  for (const char* bad : {"limit=0", "limit=1000001", "limit=x", "cursor=-1", "cursor=1a"}) {
+    auto r = client->get(std::string("/api/admin/consistency?") + bad);
+    CAPTURE(bad);
+    CHECK(r.status == 422);
+    CHECK(r.str("/error/details/0/field") ==
+          std::string(bad).substr(0, std::string(bad).find('=')));
+  }
+}
+
 TEST_CASE_FIXTURE(consistency_fixture, "the check reads the ledger of a standalone simulator") {
   simulator::simulator remote_sim(quiet());
   conf::server_settings s;

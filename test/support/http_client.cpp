@@ -49,6 +49,16 @@ long long http_response::num(const char* pointer) const {
   return v && v->IsInt64() ? v->GetInt64() : -1;
 }
 
+bool http_response::boolean(const char* pointer) const {
+  const auto* v = rapidjson::Pointer(pointer).Get(json);
+  return v && v->IsTrue();
+}
+
+bool http_response::is_null(const char* pointer) const {
+  const auto* v = rapidjson::Pointer(pointer).Get(json);
+  return v && v->IsNull();
+}
+
 http_client::http_client(int port) : client_(std::make_unique<httplib::Client>("127.0.0.1", port)) {
   client_->set_tcp_nodelay(true);
   client_->set_keep_alive(true);

@@ -23,6 +23,10 @@ struct http_response {
   std::string str(const char* pointer) const;
   /// The integer at a JSON pointer (-1 when absent).
   long long num(const char* pointer) const;
+  /// Whether the value at a JSON pointer is `true`.
+  bool boolean(const char* pointer) const;
+  /// Whether the value at a JSON pointer is present and null.
+  bool is_null(const char* pointer) const;
 };
 
 class http_client {

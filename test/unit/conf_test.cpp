@@ -117,6 +117,9 @@ TEST_CASE("the shipped configuration loads with no errors") {
   CHECK(s.dlq.max_retries == 30);
   CHECK(s.dlq.retry_for == std::chrono::hours(1));
   CHECK(s.dlq.retention == std::chrono::hours(24 * 30));
+  CHECK(s.audit.retention == std::chrono::hours(24 * 30));
+  CHECK(s.audit.export_dir.empty());
+  CHECK(s.orders.retention == std::chrono::hours(24 * 30));
   const auto& billing = s.http.destinations.at("billing");
   CHECK(billing.breaker.enabled);
   CHECK(billing.breaker.failure_threshold == 5);
@@ -595,6 +598,12 @@ TEST_CASE("outbox settings are checked") {
   CHECK_SET_ERROR("outbox.reaperInterval=0m", "outbox.reaperInterval must be > 0");
   CHECK_SET_ERROR("outbox.retention=1w", "outbox.retention must be a duration like");
   CHECK_SET_ERROR("dlq.retention=-1d", "dlq.retention must be a duration like");
+  CHECK_SET_ERROR("audit.retention=-30d", "audit.retention must be a duration like");
+  CHECK_SET_ERROR("audit.retention=forever", "audit.retention must be a duration like");
+  CHECK_SET_ERROR("orders.retention=30", "orders.retention must be a duration like");
+  CHECK_ERROR(load_file(R"({"audit": {"exportDir": 7}})"), "audit.exportDir must be a string");
+  CHECK_SET_ERROR("audit.exportDir=/proc/outboxd-audit", "audit.exportDir cannot be written: ");
+  CHECK_SET_ERROR("audit.exportDir=/etc/hostname", "audit.exportDir cannot be written: ");
   CHECK_SET_ERROR("outbox.shutdownTimeout=1.5s", "outbox.shutdownTimeout must be a duration like");
   auto r = load_with({"outbox.retention=0", "outbox.shutdownTimeout=0s", "outbox.maxRetries=0"});
   CHECK(loaded(r).outbox.retention == 0ms);

@@ -107,10 +107,17 @@ struct outbox_stats {
 /// Filters of the event listing.
 struct event_filter {
   std::optional<std::string> status;
+  std::string aggregate_type = "order"; // with aggregate_id
   std::optional<std::string> aggregate_id;
   std::optional<std::string> event_type;
   std::optional<std::int64_t> before_id;
   int limit = 50;
+};
+
+/// A page of the event listing; `next_cursor` continues it (none when nothing older is left).
+struct event_page {
+  std::vector<event_record> rows;
+  std::optional<std::int64_t> next_cursor;
 };
 
 /// Outbox inspection for operators. Throws store_unavailable when the database cannot be
@@ -122,8 +129,10 @@ public:
   /// The live part only (no PROCESSED events, only ATTENTION orders): what every /metrics scrape
   /// reads. Neither costs more as history grows.
   virtual outbox_stats gauges() = 0;
-  /// Newest first.
-  virtual std::vector<event_record> events(const event_filter& filter) = 0;
+  /// Newest first. A filter by event type alone looks at a window of the newest events before
+  /// the cursor only (a short page then still has a next cursor), so that a type that is rare
+  /// costs no walk through the whole history.
+  virtual event_page events(const event_filter& filter) = 0;
   /// One event with its attempts (forward and revert), oldest first.
   virtual std::optional<std::pair<event_record, std::vector<attempt_record>>>
   event(std::int64_t id) = 0;

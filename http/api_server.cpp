@@ -151,9 +151,10 @@ page_request parse_page(const httplib::Request& req, IsStatus valid_status) {
   return p;
 }
 
-/// `{"<key>": [rows...], "nextCursor": "<last id>" | null}`: a cursor only when the page is full.
+/// `{"<key>": [rows...], "nextCursor": "<id>" | null}`.
 template <class Row, class Write>
-std::string page_json(std::string_view key, const std::vector<Row>& rows, int limit, Write write) {
+std::string page_json(std::string_view key, const std::vector<Row>& rows,
+                      std::optional<std::int64_t> next_cursor, Write write) {
   json_writer w;
   w.start_object();
   w.key(key);
@@ -162,12 +163,20 @@ std::string page_json(std::string_view key, const std::vector<Row>& rows, int li
     write(w, r);
   w.end_array();
   w.key("nextCursor");
-  if (static_cast<int>(rows.size()) == limit)
-    w.value(std::to_string(rows.back().id));
+  if (next_cursor)
+    w.value(std::to_string(*next_cursor));
   else
     w.null();
   w.end_object();
   return w.str();
+}
+
+/// The cursor of a page of a plain listing: its last id when the page is full.
+template <class Row>
+std::optional<std::int64_t> full_page_cursor(const std::vector<Row>& rows, int limit) {
+  if (rows.empty() || static_cast<int>(rows.size()) < limit)
+    return std::nullopt;
+  return rows.back().id;
 }
 
 /// A status check for parse_page: the status is one of `known`.
@@ -258,7 +267,7 @@ void list_orders(const api_context& c, const httplib::Request& req, httplib::Res
   if (page.status)
     status = domain::parse_order_status(*page.status);
   auto orders = c.deps.orders.list(status, page.before, page.limit);
-  reply(res, 200, page_json("orders", orders, page.limit, write_order));
+  reply(res, 200, page_json("orders", orders, full_page_cursor(orders, page.limit), write_order));
 }
 
 void get_order(const api_context& c, const httplib::Request& req, httplib::Response& res) {
@@ -354,13 +363,18 @@ void get_fanout(const api_context& c, const httplib::Request&, httplib::Response
 
 void list_events(const api_context& c, const httplib::Request& req, httplib::Response& res) {
   auto page = parse_page(req, one_of({"PENDING", "PROCESSING", "PROCESSED", "DEAD"}));
-  domain::event_filter f{page.status, std::nullopt, std::nullopt, page.before, page.limit};
+  domain::event_filter f;
+  f.status = page.status;
+  f.before_id = page.before;
+  f.limit = page.limit;
   if (req.has_param("aggregateId"))
     f.aggregate_id = req.get_param_value("aggregateId");
+  if (req.has_param("aggregateType"))
+    f.aggregate_type = req.get_param_value("aggregateType");
   if (req.has_param("eventType"))
     f.event_type = req.get_param_value("eventType");
-  auto rows = c.deps.outbox.events(f);
-  reply(res, 200, page_json("events", rows, page.limit, write_event));
+  auto found = c.deps.outbox.events(f);
+  reply(res, 200, page_json("events", found.rows, found.next_cursor, write_event));
 }
 
 void get_event(const api_context& c, const httplib::Request& req, httplib::Response& res) {
@@ -372,7 +386,8 @@ void get_event(const api_context& c, const httplib::Request& req, httplib::Respo
 void list_dead_letters(const api_context& c, const httplib::Request& req, httplib::Response& res) {
   auto page = parse_page(req, one_of({"PENDING", "PROCESSING", "PROCESSED", "FAILED"}));
   auto rows = c.deps.dead_letters.list(page.status, page.before, page.limit);
-  reply(res, 200, page_json("deadLetters", rows, page.limit, write_dead_letter));
+  reply(res, 200,
+        page_json("deadLetters", rows, full_page_cursor(rows, page.limit), write_dead_letter));
 }
 
 void get_dead_letter(const api_context& c, const httplib::Request& req, httplib::Response& res) {

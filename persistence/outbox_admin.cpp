@@ -27,26 +27,35 @@ std::string capped(const std::string& group, const std::string& key, const std::
                      group, key, exact_up_to, estimate_sql, rows_sql);
 }
 
-/// PostgreSQL's estimate of a table's rows, from its last vacuum or analyze.
-std::string table_estimate(const std::string& table) {
-  return fmt::format("SELECT reltuples FROM pg_class WHERE oid = '{}'::regclass", table);
+/// PostgreSQL's estimate of the rows of `table` whose `column` is `value`, from the column's most
+/// common values (what ANALYZE, run by autovacuum, keeps).
+std::string estimate_of(const std::string& table, const std::string& column,
+                        std::string_view value) {
+  return fmt::format(
+      "SELECT m.f * c.reltuples FROM pg_stats s, pg_class c, "
+      "unnest(s.most_common_vals::text::text[], s.most_common_freqs) AS m(v, f) "
+      "WHERE s.schemaname = current_schema() AND s.tablename = '{0}' AND s.attname = '{1}' "
+      "AND c.oid = '{0}'::regclass AND m.v = '{2}'",
+      table, column, value);
 }
 
-/// PostgreSQL's estimate of the orders in `status`, from the column's most common values.
-std::string orders_estimate(std::string_view status) {
-  return fmt::format("SELECT m.f * c.reltuples FROM pg_stats s, pg_class c, "
-                     "unnest(s.most_common_vals::text::text[], s.most_common_freqs) AS m(v, f) "
-                     "WHERE s.schemaname = current_schema() AND s.tablename = 'orders' "
-                     "AND s.attname = 'order_status' AND c.oid = 'orders'::regclass AND m.v = '{}'",
-                     status);
+/// One row counting the rows of `table` whose `column` is `value` (and `also`) up to
+/// exact_up_to, estimated beyond.
+std::string capped_status(const std::string& group, const std::string& table,
+                          const std::string& column, std::string_view value,
+                          const std::string& also = {}) {
+  return capped(group, std::string(value),
+                fmt::format("SELECT 1 FROM {} WHERE {} = '{}'{}", table, column, value, also),
+                estimate_of(table, column, value));
 }
 
-/// Live rows, counted exactly through partial indexes that hold nothing else: unfinished
-/// events, DEAD ones, unresolved dead letters by status and by reason, orders waiting for an
-/// operator. Rows (group, key, count, estimated).
+/// What every scrape counts: live rows exactly, through partial indexes that hold nothing else
+/// (unfinished events, unresolved dead letters by status and by reason), and the history the
+/// gauges show (DEAD events, resolved dead letters) up to the cap. Rows (group, key, count,
+/// estimated).
 std::string live_counts_sql() {
   std::string sql;
-  for (const char* status : {"PENDING", "PROCESSING", "DEAD"})
+  for (const char* status : {"PENDING", "PROCESSING"})
     sql += fmt::format("SELECT 'events', '{0}', count(*), false FROM outbox_events "
                        "WHERE status = '{0}' UNION ALL ",
                        status);
@@ -61,13 +70,13 @@ std::string live_counts_sql() {
   }
   sql += "SELECT 'dlq_reason', reason, count(*), false FROM (" + unresolved +
          ") u GROUP BY reason UNION ALL ";
-  sql += capped("dlq_status", "PROCESSED",
-                "SELECT 1 FROM dead_letter_events WHERE status = 'PROCESSED'",
-                table_estimate("dead_letter_events"));
+  // DEAD events stay for ever, and resolved dead letters for dlq.retention: history.
+  sql += capped_status("events", "outbox_events", "status", "DEAD") + " UNION ALL ";
+  sql += capped_status("dlq_status", "dead_letter_events", "status", "PROCESSED");
   return sql;
 }
 
-/// The /metrics gauges: live rows only.
+/// The /metrics gauges: the above and the orders waiting for an operator.
 std::string gauges_sql() {
   return live_counts_sql() + " UNION ALL SELECT 'orders', 'ATTENTION', count(*), false FROM orders "
                              "WHERE order_status = 'ATTENTION' AND NOT deleted";
@@ -76,18 +85,11 @@ std::string gauges_sql() {
 /// The statistics: live rows, and history counted up to exact_up_to. Statuses with no rows are
 /// left out.
 std::string counts_sql() {
-  std::string sql =
-      live_counts_sql() + " UNION ALL " +
-      capped("events", "PROCESSED", "SELECT 1 FROM outbox_events WHERE status = 'PROCESSED'",
-             table_estimate("outbox_events"));
-  for (auto status : domain::all_order_statuses) {
-    auto name = domain::to_string(status);
-    sql +=
-        " UNION ALL " +
-        capped("orders", std::string(name),
-               fmt::format("SELECT 1 FROM orders WHERE order_status = '{}' AND NOT deleted", name),
-               orders_estimate(name));
-  }
+  std::string sql = live_counts_sql() + " UNION ALL " +
+                    capped_status("events", "outbox_events", "status", "PROCESSED");
+  for (auto status : domain::all_order_statuses)
+    sql += " UNION ALL " + capped_status("orders", "orders", "order_status",
+                                         domain::to_string(status), " AND NOT deleted");
   return "SELECT * FROM (" + sql + ") counts(grp, key, n, estimated) WHERE n > 0";
 }
 
@@ -96,11 +98,31 @@ SELECT extract(epoch FROM now() - min(coalesce(next_retry_at, created_at)))::flo
   FROM outbox_events
  WHERE status = 'PENDING' AND (next_retry_at IS NULL OR next_retry_at <= now()))sql";
 
-const std::string events_sql = "SELECT "s + event_columns +
-                               " FROM outbox_events WHERE ($1::text IS NULL OR status = $1) "
-                               "AND ($2::text IS NULL OR aggregate_id = $2) "
-                               "AND ($3::text IS NULL OR event_type = $3) "
-                               "AND ($4::bigint IS NULL OR id < $4) ORDER BY id DESC LIMIT $5";
+/// The listing's filters over `source` (a table or a window of it), newest first; `also` adds
+/// conditions.
+std::string events_from(const std::string& source, const std::string& also = {}) {
+  return "SELECT "s + event_columns + " FROM " + source +
+         " WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR event_type = $2) "
+         "AND ($3::bigint IS NULL OR id < $3)" +
+         also + " ORDER BY id DESC LIMIT $4";
+}
+/// Events by status, or all: the primary key or a status's partial index, read backwards.
+const std::string events_sql = events_from("outbox_events");
+/// Events of one aggregate: its index, read backwards.
+const std::string aggregate_events_sql =
+    events_from("outbox_events", " AND aggregate_type = $5 AND aggregate_id = $6");
+/// How many events a filter by type alone looks at per page.
+constexpr int type_window = 10000;
+/// Events of a type: within the newest type_window before the cursor; the second statement
+/// says where that window ends.
+const std::string typed_events_sql = events_from(fmt::format(
+    "(SELECT * FROM outbox_events WHERE ($3::bigint IS NULL OR id < $3) ORDER BY id DESC "
+    "LIMIT {}) w",
+    type_window));
+const std::string type_window_end_sql = fmt::format(
+    "SELECT min(id), count(*) FROM (SELECT id FROM outbox_events WHERE ($1::bigint IS NULL OR "
+    "id < $1) ORDER BY id DESC LIMIT {}) w",
+    type_window);
 const std::string event_sql = "SELECT "s + event_columns + " FROM outbox_events WHERE id = $1";
 const std::string event_attempts_sql =
     "SELECT "s + attempt_columns + " FROM aggregate_results WHERE event_id = $1 ORDER BY id";
@@ -108,10 +130,15 @@ const std::string event_attempts_sql =
 } // namespace
 
 std::vector<statement> outbox_admin::statements() {
-  return {
-      {"outbox_admin_counts", counts_sql()}, {"outbox_admin_gauges", gauges_sql()},
-      {"outbox_admin_lag", lag_sql},         {"outbox_admin_events", events_sql},
-      {"outbox_admin_event", event_sql},     {"outbox_admin_event_attempts", event_attempts_sql}};
+  return {{"outbox_admin_counts", counts_sql()},
+          {"outbox_admin_gauges", gauges_sql()},
+          {"outbox_admin_lag", lag_sql},
+          {"outbox_admin_events", events_sql},
+          {"outbox_admin_aggregate_events", aggregate_events_sql},
+          {"outbox_admin_typed_events", typed_events_sql},
+          {"outbox_admin_type_window_end", type_window_end_sql},
+          {"outbox_admin_event", event_sql},
+          {"outbox_admin_event_attempts", event_attempts_sql}};
 }
 
 namespace {
@@ -149,14 +176,29 @@ domain::outbox_stats outbox_admin::gauges() {
   return pool_.run([](pqxx::connection& c) { return read_stats(c, "outbox_admin_gauges"); });
 }
 
-std::vector<domain::event_record> outbox_admin::events(const domain::event_filter& f) {
+domain::event_page outbox_admin::events(const domain::event_filter& f) {
   return pool_.run([&](pqxx::connection& c) {
     pqxx::read_transaction tx(c);
-    std::vector<domain::event_record> out;
-    for (const auto& r : tx.exec_prepared("outbox_admin_events", f.status, f.aggregate_id,
-                                          f.event_type, f.before_id, f.limit))
-      out.push_back(to_event(r));
-    return out;
+    const bool by_type_alone = f.event_type && !f.status && !f.aggregate_id;
+    auto rows =
+        f.aggregate_id ? tx.exec_prepared("outbox_admin_aggregate_events", f.status, f.event_type,
+                                          f.before_id, f.limit, f.aggregate_type, *f.aggregate_id)
+        : by_type_alone
+            ? tx.exec_prepared("outbox_admin_typed_events", f.status, f.event_type, f.before_id,
+                               f.limit)
+            : tx.exec_prepared("outbox_admin_events", f.status, f.event_type, f.before_id, f.limit);
+    domain::event_page page;
+    for (const auto& r : rows)
+      page.rows.push_back(to_event(r));
+    if (static_cast<int>(page.rows.size()) == f.limit) {
+      page.next_cursor = page.rows.back().id;
+    } else if (by_type_alone) {
+      // A short page of a full window: older events are left to look at.
+      auto end = tx.exec_prepared1("outbox_admin_type_window_end", f.before_id);
+      if (end[1].as<long long>() == type_window)
+        page.next_cursor = end[0].as<std::int64_t>();
+    }
+    return page;
   });
 }
 

@@ -17,7 +17,7 @@ public:
 
   domain::outbox_stats stats() override;
   domain::outbox_stats gauges() override;
-  std::vector<domain::event_record> events(const domain::event_filter& filter) override;
+  domain::event_page events(const domain::event_filter& filter) override;
   std::optional<std::pair<domain::event_record, std::vector<domain::attempt_record>>>
   event(std::int64_t id) override;
 

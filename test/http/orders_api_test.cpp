@@ -494,6 +494,30 @@ TEST_CASE_FIXTURE(
   CHECK(client->get("/api/outbox/events/99").status == 404);
 }
 
+TEST_CASE_FIXTURE(server_fixture, "GET /api/outbox/events by type alone pages through windows of "
+                                  "the history, so a rare type costs no walk through all of it") {
+  query_value(db(), "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, "
+                    "payloads, idempotency_key, status) VALUES ('order', '1', 'OrderCancelled', "
+                    "'{}', 'rare', 'PROCESSED') RETURNING 1");
+  query_value(db(), "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, "
+                    "payloads, idempotency_key, status) SELECT 'order', g::text, 'OrderCreated', "
+                    "'{}', 'c' || g, 'PROCESSED' FROM generate_series(2, 10050) g RETURNING 1");
+  auto first = client->get("/api/outbox/events?eventType=OrderCancelled");
+  REQUIRE(first.status == 200);
+  CHECK(first.json["events"].Empty());
+  const auto cursor = first.str("/nextCursor"); // the end of the window looked at
+  REQUIRE(!cursor.empty());
+  auto second = client->get("/api/outbox/events?eventType=OrderCancelled&cursor=" + cursor);
+  REQUIRE(second.json["events"].Size() == 1);
+  CHECK(second.num("/events/0/id") == 1);
+  CHECK(second.is_null("/nextCursor"));
+  // An aggregate's events, of its type.
+  auto of_one = client->get("/api/outbox/events?aggregateId=1&aggregateType=order");
+  CHECK(of_one.json["events"].Size() == 1);
+  CHECK(
+      client->get("/api/outbox/events?aggregateId=1&aggregateType=invoice").json["events"].Empty());
+}
+
 TEST_CASE_FIXTURE(server_fixture, "GET /metrics exposes request counters and database gauges") {
   create();
   add_dead_letter(*this, "FAILED");

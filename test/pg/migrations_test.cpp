@@ -1,10 +1,17 @@
-// The migration runner: applies once, is safe to run concurrently, refuses edited history.
+// The migration runner: applies once, is safe to run concurrently, refuses edited history, waits
+// for locks no longer than its lock timeout, and applies a new migration to a live table of
+// millions of events without holding up the writes.
 #include "persistence/migrations.hpp"
 #include "test/support/test_db.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <future>
+#include <mutex>
 #include <pqxx/pqxx>
 #include <thread>
 
@@ -237,4 +244,143 @@ TEST_CASE("a no-transaction migration builds its indexes concurrently without bl
                               "pg_class c ON c.oid = i.indexrelid WHERE c.relname IN "
                               "('orders_by_customer', 'orders_by_created')") ==
         "orders_by_created:true:false,orders_by_customer:true:false");
+}
+
+namespace {
+
+/// How many events the live-migration test loads: OUTBOXD_LIVE_MIGRATION_EVENTS, else 100 000
+/// (bench/live_migration.sh runs it with 5 000 000).
+long long live_migration_events() {
+  const char* v = std::getenv("OUTBOXD_LIVE_MIGRATION_EVENTS");
+  return v && *v ? std::stoll(v) : 100000;
+}
+
+/// Writers that take orders the way the API does (an order and its event, one transaction) in a
+/// loop until stopped, recording how long each transaction took and when each committed.
+class order_writers {
+public:
+  order_writers(const std::string& conninfo, int n) {
+    for (int i = 0; i < n; ++i)
+      threads_.emplace_back([this, conninfo, i] { write(conninfo, i); });
+  }
+  ~order_writers() { stop(); }
+  void stop() {
+    stop_ = true;
+    for (auto& t : threads_)
+      if (t.joinable())
+        t.join();
+  }
+  std::chrono::milliseconds longest_transaction() const { return longest_; }
+  /// The longest time no writer committed, from the first commit to the last.
+  std::chrono::milliseconds longest_gap() {
+    std::sort(commits_.begin(), commits_.end());
+    std::chrono::milliseconds gap{0};
+    for (std::size_t i = 1; i < commits_.size(); ++i)
+      gap = std::max(gap, std::chrono::duration_cast<std::chrono::milliseconds>(commits_[i] -
+                                                                                commits_[i - 1]));
+    return gap;
+  }
+  std::size_t commits() const { return commits_.size(); }
+
+private:
+  void write(const std::string& conninfo, int writer) {
+    pqxx::connection c(conninfo);
+    for (long n = 0; !stop_; ++n) {
+      auto started = std::chrono::steady_clock::now();
+      pqxx::work tx(c);
+      auto id = tx.exec1("INSERT INTO orders (customer_id, total_amount, shipping_type) VALUES "
+                         "('live', 10, 'domestic') RETURNING id")[0]
+                    .as<std::string>();
+      tx.exec_params("INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, "
+                     "payloads, idempotency_key) VALUES ('order', $1, 'OrderCreated', '{}', $2)",
+                     id, fmt::format("live:{}:{}", writer, n));
+      tx.commit();
+      auto done = std::chrono::steady_clock::now();
+      std::lock_guard lock(mutex_);
+      longest_ =
+          std::max(longest_, std::chrono::duration_cast<std::chrono::milliseconds>(done - started));
+      commits_.push_back(done);
+    }
+  }
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::chrono::milliseconds longest_{0};
+  std::vector<std::chrono::steady_clock::time_point> commits_;
+  std::vector<std::thread> threads_;
+};
+
+} // namespace
+
+TEST_CASE("a new migration on a live table of millions of events never blocks the writes longer "
+          "than the lock timeout") {
+  const long long events = live_migration_events();
+  auto conninfo = empty_database("outboxd_pg_migrate_live");
+  {
+    pqxx::connection c(conninfo);
+    persistence::migrate(c);
+    for (long long from = 1; from <= events; from += 500000) {
+      pqxx::work tx(c);
+      tx.exec(fmt::format("INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, "
+                          "payloads, idempotency_key, status, processed_at) SELECT 'order', "
+                          "g::text, 'OrderCreated', '{{\"billing\": {{\"payload\": "
+                          "{{\"orderId\": 1}}}}}}', 'old:' || g, 'PROCESSED', now() FROM "
+                          "generate_series({}, {}) g",
+                          from, std::min(events, from + 499999)));
+      tx.commit();
+    }
+    pqxx::nontransaction(c).exec("VACUUM ANALYZE outbox_events");
+  }
+  const auto lock_timeout = std::chrono::milliseconds(3000); // database.migrationLockTimeout
+  persistence::migrate_options options;
+  options.lock_timeout = lock_timeout;
+  const int next = persistence::latest_migration_version() + 1;
+  auto migrations = with({
+      // Takes the strongest lock, briefly: it has to wait for the long transaction below.
+      {next, fmt::format("{}_live_note.sql", next),
+       "ALTER TABLE outbox_events ADD COLUMN live_note TEXT;"},
+      // Reads the whole table, without blocking a write.
+      {next + 1, fmt::format("{}_live_index.sql", next + 1),
+       "-- outboxd:no-transaction\n"
+       "CREATE INDEX CONCURRENTLY IF NOT EXISTS outbox_events_live ON outbox_events "
+       "(event_type, id);\n"},
+  });
+
+  order_writers writers(conninfo, 2);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  // A transaction that wrote an event and stays open for 5 s: the ALTER waits for it, gives up
+  // after the lock timeout, lets the writes queued behind it through, and tries again.
+  auto long_writer = std::async(std::launch::async, [&] {
+    pqxx::connection c(conninfo);
+    pqxx::work tx(c);
+    tx.exec("INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payloads, "
+            "idempotency_key) VALUES ('order', 'long', 'OrderCreated', '{}', 'live:long')");
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    tx.commit();
+  });
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<std::string> applied;
+  {
+    pqxx::connection c(conninfo);
+    applied = persistence::migrate(c, migrations, options);
+  }
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  writers.stop();
+  long_writer.get();
+
+  MESSAGE(fmt::format("{} events: migration {} ms; {} orders written meanwhile; longest write "
+                      "{} ms, longest time without a commit {} ms (lock timeout {} ms)",
+                      events, took.count(), writers.commits(),
+                      writers.longest_transaction().count(), writers.longest_gap().count(),
+                      lock_timeout.count()));
+  CHECK(applied.size() == 2);
+  CHECK(took > std::chrono::seconds(5)); // it did have to wait for the long transaction
+  CHECK(query_value(conninfo, "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = "
+                              "i.indexrelid WHERE c.relname = 'outbox_events_live'") == "t");
+  CHECK(writers.commits() > 20);
+  // A write waits at most for the lock timeout (queued behind the waiting ALTER), plus the
+  // machine's own slowness.
+  CHECK(writers.longest_transaction() < lock_timeout + std::chrono::milliseconds(1500));
+  CHECK(writers.longest_gap() < lock_timeout + std::chrono::milliseconds(1500));
 }

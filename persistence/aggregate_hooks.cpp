@@ -5,6 +5,16 @@
 #include <fmt/format.h>
 
 namespace outboxd::persistence {
+namespace {
+
+/// The order id in the text expression `aggregate_id`: order ids are numbers, and anything else
+/// (an event another writer queued for an "order" with another kind of id) names no order
+/// instead of failing the statement that completes the event.
+std::string order_id(const std::string& aggregate_id) {
+  return fmt::format("CASE WHEN {0} ~ '^[0-9]{{1,18}}$' THEN {0}::bigint END", aggregate_id);
+}
+
+} // namespace
 
 std::string order_hooks::transition_sql(domain::engine_outcome outcome) const {
   std::string cases;
@@ -23,9 +33,8 @@ std::string order_hooks::transition_sql(domain::engine_outcome outcome) const {
   return fmt::format("UPDATE orders o SET order_status = CASE o.order_status{} END, "
                      "status_reason = coalesce(nullif(target.reason, ''), o.status_reason), "
                      "updated_at = now() "
-                     "FROM target WHERE o.id = target.aggregate_id::bigint "
-                     "AND o.order_status IN ({})",
-                     cases, moving);
+                     "FROM target WHERE o.id = {} AND o.order_status IN ({})",
+                     cases, order_id("target.aggregate_id"), moving);
 }
 
 std::string order_hooks::settled_sql(const std::string& aggregate_id) const {
@@ -33,10 +42,10 @@ std::string order_hooks::settled_sql(const std::string& aggregate_id) const {
   for (auto s : domain::all_order_statuses)
     if (!domain::is_settled(s))
       unsettled += fmt::format("{}'{}'", unsettled.empty() ? "" : ", ", domain::to_string(s));
-  // Order ids are numbers; anything else names no order.
-  return fmt::format("NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = CASE WHEN {0} ~ "
-                     "'^[0-9]{{1,18}}$' THEN {0}::bigint END AND o.order_status IN ({1}))",
-                     aggregate_id, unsettled);
+  // One primary-key lookup: no row, or a settled status. A scalar subquery, so that it is never
+  // hashed over the whole table.
+  return fmt::format("(SELECT o.order_status IN ({}) FROM orders o WHERE o.id = {}) IS NOT TRUE",
+                     unsettled, order_id(aggregate_id));
 }
 
 std::string transition_ctes(const aggregate_hooks* hooks,

@@ -46,6 +46,7 @@ if [[ -z "$stem" ]]; then
   if [[ $smoke == 1 ]]; then stem="$WORK/soak"; else stem="$BENCH/results/$(date -u +%F)-soak"; fi
 fi
 soak() { "$PYTHON" "$BENCH/lib/soak.py" "$@"; }
+commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown) # of the tree built
 
 start_postgres
 q postgres "CREATE DATABASE soak" >/dev/null
@@ -79,7 +80,7 @@ log "soak: $rate orders/s for $minutes minute(s), retention $retention"
 PSQL="$PG_BIN/psql" SOAK_DB=soak soak run "$OUTBOXD_URL" "$OUTBOXD_PID" "$rate" "$minutes" "$stem.json" \
   2>>"$WORK/logs/soak.log"
 # The run's description goes into the same JSON.
-"$PYTHON" - "$stem.json" "$peak" "$fraction" "$retention" "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'PY'
+"$PYTHON" - "$stem.json" "$peak" "$fraction" "$retention" "$commit" <<'PY'
 import json, sys
 path, peak, fraction, retention, commit = sys.argv[1:]
 d = json.load(open(path))

@@ -63,7 +63,9 @@ std::string settled_sql(pqxx::connection& conn, const hooks_by_type& hooks) {
 /// burst filled it) can make a sequential scan per probe look cheaper, and a batch then reads a
 /// whole table a thousand times. This transaction's statements take the indexes whatever the
 /// statistics say.
-void prefer_indexes(pqxx::work& tx) { tx.exec("SET LOCAL enable_seqscan = off"); }
+void prefer_indexes(pqxx::work& tx) {
+  tx.exec("SET LOCAL enable_seqscan = off");
+}
 
 } // namespace
 

@@ -376,7 +376,7 @@ def plot(rows, png_dir, stem):
     names = []
     for name, ylabel, series in charts:
         png = f"{stem}-{name}.png"
-        script = (f"set terminal png size 900,420; set output '{os.path.join(png_dir, png)}';"
+        script = (f"set terminal png size 900,420 noenhanced; set output '{os.path.join(png_dir, png)}';"
                   f"set xlabel 'minute'; set ylabel '{ylabel}'; set key outside; set grid;"
                   "plot " + ", ".join(f"'{dat}' using 1:{c} with linespoints title '{t}'"
                                       for c, t in series))

@@ -615,6 +615,30 @@ TEST_CASE("the order hooks move the order inside the completing transaction") {
                           "dead_letter_events") == "FAILED true");
 }
 
+TEST_CASE("an event queued for an order with an id that is no number completes and names no "
+          "order") {
+  // Another writer's event for aggregate type "order" with an id outboxd never gives an order:
+  // its completion and its compensation used to fail on the cast to a number, for ever.
+  truncate_all(db());
+  exec("INSERT INTO orders (customer_id, total_amount, shipping_type) VALUES ('C', 1, 'domestic')");
+  persistence::order_hooks hooks;
+  pqxx::connection conn(db());
+  persistence::outbox_repository repo(conn, {{"order", &hooks}});
+  add_event("live");
+  auto c = repo.claim("a", 1, 60s);
+  REQUIRE(c.size() == 1);
+  CHECK(repo.complete(c[0], domain::engine_outcome::fanout_succeeded));
+  add_event("99999999999999999999"); // too large for an order id
+  auto big = repo.claim("a", 1, 60s);
+  REQUIRE(big.size() == 1);
+  REQUIRE(repo.dead_letter(big[0], "NON_RETRYABLE_ERROR", "billing: HTTP 400"));
+  persistence::dlq_repository dlq(conn, {{"order", &hooks}});
+  auto d = dlq.claim("dlq", 1, 60s);
+  REQUIRE(d.size() == 1);
+  CHECK(dlq.resolve(d[0], domain::engine_outcome::fanout_compensated, "billing: HTTP 400"));
+  CHECK(query_value(db(), "SELECT order_status FROM orders") == "PENDING"); // untouched
+}
+
 TEST_CASE("an order moves only from the states its outcome moves, and only with the lease") {
   truncate_all(db());
   exec("INSERT INTO orders (customer_id, total_amount, shipping_type, order_status) "

@@ -31,9 +31,7 @@ mkdir -p "$WORK/logs"
 RAW=/dev/null
 source "$BENCH/lib/common.sh"
 trap cleanup EXIT INT TERM
-if [[ -z "$stem" ]]; then
-  if [[ $smoke == 1 ]]; then stem="$WORK/operator-surface"; else stem="$BENCH/results/$(date -u +%F)-operator-surface"; fi
-fi
+[[ -n "$stem" ]] || stem=$(results_stem operator-surface)
 
 # time_surface LABEL: the API's operator requests against the running outboxd, into LABEL.json.
 time_surface() {

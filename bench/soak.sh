@@ -42,9 +42,7 @@ mkdir -p "$WORK/logs"
 RAW=/dev/null
 source "$BENCH/lib/common.sh"
 trap cleanup EXIT INT TERM
-if [[ -z "$stem" ]]; then
-  if [[ $smoke == 1 ]]; then stem="$WORK/soak"; else stem="$BENCH/results/$(date -u +%F)-soak"; fi
-fi
+[[ -n "$stem" ]] || stem=$(results_stem soak)
 soak() { "$PYTHON" "$BENCH/lib/soak.py" "$@"; }
 commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown) # of the tree built
 

@@ -45,6 +45,12 @@ fresh_db() {
   q postgres "CREATE DATABASE $1 TEMPLATE $2 STRATEGY FILE_COPY" >/dev/null
 }
 
+# results_stem NAME: where a script's results go: bench/results/<UTC date>-NAME, or, for a smoke
+# run (smoke=1), WORK/NAME (removed with WORK).
+results_stem() {
+  if [[ ${smoke:-0} == 1 ]]; then echo "$WORK/$1"; else echo "$BENCH/results/$(date -u +%F)-$1"; fi
+}
+
 # --- processes -----------------------------------------------------------------------------------
 
 free_port() { tool ports 1; }

@@ -34,6 +34,19 @@ persistence::order_hooks& order_hooks() {
   return hooks;
 }
 
+/// Runs an engine until `done` holds (at most 30 s); whether it did.
+template <class Done> bool run_engine_until(const conf::settings& s, Done done) {
+  actors::engine eng(s, {{"order", &order_hooks()}});
+  eng.start();
+  bool ok = false;
+  for (int i = 0; i < 300 && !ok; ++i) { // the first run starts 5 s after the engine
+    std::this_thread::sleep_for(100ms);
+    ok = done();
+  }
+  eng.stop();
+  return ok;
+}
+
 } // namespace
 
 TEST_CASE("retention deletes a backlog of old rows batch after batch until none is left, and "
@@ -70,17 +83,11 @@ TEST_CASE("retention deletes a backlog of old rows batch after batch until none 
   s.outbox.retention = 1h;
   s.dlq.retention = 1h;
   s.outbox.reaper_interval = 60s;
-  actors::engine eng(s, {});
-  eng.start();
-  bool done = false;
-  for (int i = 0; i < 300 && !done; ++i) { // the first run starts 5 s after the engine
-    std::this_thread::sleep_for(100ms);
-    done = number("SELECT count(*) FROM outbox_events WHERE processed_at < now() - interval "
+  CHECK(run_engine_until(s, [] {
+    return number("SELECT count(*) FROM outbox_events WHERE processed_at < now() - interval "
                   "'1 hour'") == 0 &&
            number("SELECT count(*) FROM dead_letter_events WHERE status = 'PROCESSED'") == 0;
-  }
-  eng.stop();
-  CHECK(done);
+  }));
   CHECK(number("SELECT count(*) FROM outbox_events WHERE status = 'PROCESSED'") == 10);
   CHECK(number("SELECT count(*) FROM outbox_events WHERE status = 'PENDING'") == 1);
   CHECK(number("SELECT count(*) FROM outbox_events WHERE status = 'DEAD'") == 4);
@@ -119,19 +126,6 @@ conf::settings audit_retention_settings(const std::string& export_dir) {
   s.audit.export_dir = export_dir;
   s.orders.retention = 1h;
   return s;
-}
-
-/// Runs an engine until `done` holds (at most 30 s); whether it did.
-template <class Done> bool run_engine_until(const conf::settings& s, Done done) {
-  actors::engine eng(s, {{"order", &order_hooks()}});
-  eng.start();
-  bool ok = false;
-  for (int i = 0; i < 300 && !ok; ++i) { // the first run starts 5 s after the engine
-    std::this_thread::sleep_for(100ms);
-    ok = done();
-  }
-  eng.stop();
-  return ok;
 }
 
 std::string temp_folder(const char* name) {

@@ -66,8 +66,9 @@ struct dlq_settings {
 };
 
 struct audit_settings {
-  milliseconds retention{0}; // audit rows of settled aggregates older than this are deleted; 0 keeps
-  std::string export_dir;    // when set, rows are appended there as JSON lines before deletion
+  milliseconds retention{
+      0};                 // audit rows of settled aggregates older than this are deleted; 0 keeps
+  std::string export_dir; // when set, rows are appended there as JSON lines before deletion
 };
 
 struct orders_settings {

@@ -98,8 +98,8 @@ std::string registry::render(const std::function<void(std::string&)>& scrape_gau
   std::string out;
   for (const auto* c :
        {&events_claimed, &events_processed, &events_retried, &events_dead_lettered, &leases_lost,
-        &retention_deleted, &audit_exported, &retention_failures, &lease_expiries, &calls, &breaker_transitions, &calls_held,
-        &compensations, &listener_reconnects, &http_requests})
+        &retention_deleted, &audit_exported, &retention_failures, &lease_expiries, &calls,
+        &breaker_transitions, &calls_held, &compensations, &listener_reconnects, &http_requests})
     c->render(out);
   call_seconds.render(out);
   claim_seconds.render(out);

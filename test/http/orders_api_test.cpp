@@ -516,6 +516,16 @@ TEST_CASE_FIXTURE(server_fixture, "GET /api/outbox/events by type alone pages th
   CHECK(of_one.json["events"].Size() == 1);
   CHECK(
       client->get("/api/outbox/events?aggregateId=1&aggregateType=invoice").json["events"].Empty());
+  // Hostile values are only values: bound as parameters, matching nothing, changing nothing.
+  for (const std::string& q :
+       {std::string("aggregateId=1&aggregateType=order%27%3B%20DROP%20TABLE%20outbox_events%3B--"),
+        "eventType=" + std::string(1000, 'x'), std::string("eventType=%00%FF")}) {
+    auto r = client->get("/api/outbox/events?" + q);
+    CAPTURE(q.substr(0, 60));
+    REQUIRE(r.status == 200);
+    CHECK(r.json["events"].Empty());
+  }
+  CHECK(query_value(db(), "SELECT count(*) FROM outbox_events") == "10050");
 }
 
 TEST_CASE_FIXTURE(server_fixture, "GET /metrics exposes request counters and database gauges") {

@@ -133,7 +133,7 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
   };
 
   http::api_server server(
-      settings.server, settings.admin.token,
+      settings.server, http::policy_of(settings),
       {orders, dead_letters, outbox, readiness, [&engine] { return engine.destinations(); }},
       settings.http);
   persistence::audit_repository audit(pool);

@@ -1,6 +1,7 @@
 // `outboxd simulator --port N`: the simulated external services in their own process, without a
 // database, so tests can kill outboxd while the outside world keeps its memory.
 #include "app/commands.hpp"
+#include "http/auth.hpp"
 #include "log/log.hpp"
 #include "simulator/server.hpp"
 #include "simulator/simulator.hpp"
@@ -19,7 +20,7 @@ int simulator(const conf::settings& settings, int port) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   simulator::simulator sim(settings.simulator);
-  simulator::server server(settings.server, sim, settings.admin.token);
+  simulator::server server(settings.server, sim, http::policy_of(settings));
   int bound = 0;
   try {
     bound = server.bind(port);

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 #include <limits>
 #include <memory>
+#include <openssl/ssl.h>
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/prettywriter.h>
@@ -237,6 +238,34 @@ std::optional<std::string> pem_file_problem(const std::string& path) {
   if (text->find("-----BEGIN ") == std::string::npos)
     return std::string("not a PEM file (no -----BEGIN line)");
   return std::nullopt;
+}
+
+// Why a certificate chain and its private key cannot serve TLS together, or nullopt.
+std::optional<std::string> tls_pair_problem(const std::string& cert, const std::string& key) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_server_method()),
+                                                        SSL_CTX_free);
+  if (!ctx)
+    return std::string("OpenSSL could not start");
+  if (SSL_CTX_use_certificate_chain_file(ctx.get(), cert.c_str()) != 1)
+    return std::string("the certificate does not load");
+  if (SSL_CTX_use_PrivateKey_file(ctx.get(), key.c_str(), SSL_FILETYPE_PEM) != 1)
+    return std::string("the private key does not load");
+  if (SSL_CTX_check_private_key(ctx.get()) != 1)
+    return std::string("the private key does not belong to the certificate");
+  return std::nullopt;
+}
+
+bool parse_sha256(std::string_view hex, std::array<unsigned char, 32>& out) {
+  if (hex.size() != 64)
+    return false;
+  for (std::size_t i = 0; i < 32; ++i) {
+    unsigned value = 0;
+    auto [end, ec] = std::from_chars(hex.data() + 2 * i, hex.data() + 2 * i + 2, value, 16);
+    if (ec != std::errc() || end != hex.data() + 2 * i + 2)
+      return false;
+    out[i] = static_cast<unsigned char>(value);
+  }
+  return true;
 }
 
 // Objects merge key by key; anything else, arrays included, replaces: a file can shorten a list.
@@ -509,6 +538,14 @@ std::string effective_json(const Document& doc) {
   if (Value* token = admin ? member(*admin, "token") : nullptr;
       token && !(token->IsString() && token->GetStringLength() == 0))
     token->SetString("***", alloc);
+  Value* auth = member(copy, "auth");
+  if (Value* tokens = auth ? member(*auth, "tokens") : nullptr; tokens && tokens->IsArray()) {
+    for (auto& t : tokens->GetArray())
+      if (Value* hash = t.IsObject() ? member(t, "sha256") : nullptr; hash && hash->IsString())
+        hash->SetString(std::string(string_of(*hash).substr(0, 8)) + "...", alloc);
+  } else if (tokens) {
+    tokens->SetString("***", alloc); // not a list: perhaps a token pasted in by mistake
+  }
   Value* http = member(copy, "http");
   Value* routes = http ? member(*http, "routes") : nullptr;
   if (routes && routes->IsObject())
@@ -626,6 +663,7 @@ public:
             [&](object_reader& r) { duration(r, "retention", s.orders.retention, false); });
     section(*o, "http", [&](object_reader& r) { read_http(r, s.http); });
     section(*o, "simulator", [&](object_reader& r) { read_simulator(r, s.simulator); });
+    section(*o, "auth", [&](object_reader& r) { read_auth(r, s.auth); });
     section(*o, "admin", [&](object_reader& r) { string(r, "token", s.admin.token); });
     section(*o, "log", [&](object_reader& r) {
       choice(r, "level", s.log.level,
@@ -637,6 +675,7 @@ public:
     });
     o->report_unknown(errors_);
     check_time_budgets(s);
+    check_exposure(s);
     return s;
   }
 
@@ -667,6 +706,18 @@ private:
                          "would outlive the lease of its event",
                          key, ms_text(d.timeout), ms_text(s.outbox.lease_timeout)));
     }
+  }
+
+  /// A listener other machines can reach must know who is calling, unless told it need not.
+  void check_exposure(const settings& s) {
+    if (is_loopback_host(s.server.host) || !s.auth.tokens.empty() || !s.admin.token.empty() ||
+        s.auth.allow_anonymous)
+      return;
+    fail(fmt::format(
+        "server.host {} can be reached from other machines and no token is configured: set "
+        "auth.tokens (or OUTBOXD_AUTH_TOKENS), or set auth.allowAnonymous to true to serve "
+        "everyone without authentication",
+        s.server.host));
   }
 
   void fail(std::string message) { errors_.push_back(std::move(message)); }
@@ -834,6 +885,104 @@ private:
     duration(o, "readTimeout", s.read_timeout, true);
     duration(o, "writeTimeout", s.write_timeout, true);
     duration(o, "keepAliveTimeout", s.keep_alive_timeout, true);
+    if (const Value* v = o.get("allowedOrigins"))
+      read_origins(*v, o.path("allowedOrigins"), s.allowed_origins);
+    section(o, "tls", [&](object_reader& r) {
+      bool usable = pem_file(r, "certFile", s.tls.cert_file);
+      usable = pem_file(r, "keyFile", s.tls.key_file) && usable;
+      pem_file(r, "clientCaFile", s.tls.client_ca_file);
+      if (s.tls.cert_file.empty() != s.tls.key_file.empty())
+        fail(fmt::format("{} and {} must be set together", r.path("certFile"), r.path("keyFile")));
+      if (!s.tls.client_ca_file.empty() && s.tls.cert_file.empty())
+        fail(fmt::format("{} needs {} and {}: client certificates are asked for over TLS only",
+                         r.path("clientCaFile"), r.path("certFile"), r.path("keyFile")));
+      if (usable && !s.tls.cert_file.empty() && !s.tls.key_file.empty())
+        if (auto why = tls_pair_problem(s.tls.cert_file, s.tls.key_file))
+          fail(fmt::format("{} and {} cannot serve TLS: {}", r.path("certFile"), r.path("keyFile"),
+                           *why));
+    });
+  }
+
+  bool pem_file(object_reader& o, std::string_view key, std::string& out) {
+    if (!string(o, key, out))
+      return false;
+    auto why = out.empty() ? std::nullopt : pem_file_problem(out);
+    if (why)
+      fail(fmt::format("{} cannot be used: {}", o.path(key), *why));
+    return !why;
+  }
+
+  // An origin as a browser sends it: scheme://host[:port], nothing after.
+  void read_origins(const Value& v, const std::string& path, std::vector<std::string>& out) {
+    if (!v.IsArray()) {
+      fail(fmt::format("{} must be an array of origins like \"https://ops.example.com\", got {}",
+                       path, show(v)));
+      return;
+    }
+    for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
+      auto at = index_path(path, i);
+      std::string_view text = v[i].IsString() ? string_of(v[i]) : std::string_view();
+      auto scheme = text.find("://");
+      bool ok = (text.rfind("http://", 0) == 0 || text.rfind("https://", 0) == 0) &&
+                scheme + 3 < text.size() &&
+                text.find_first_of("/?#*@ ", scheme + 3) == std::string_view::npos;
+      if (!ok)
+        fail(fmt::format("{} must be an origin like \"https://ops.example.com\" or "
+                         "\"http://localhost:3000\" (scheme, host, optional port; no path, no "
+                         "wildcard), got {}",
+                         at, show(v[i])));
+      else
+        out.emplace_back(lowercase(text));
+    }
+  }
+
+  // Token lists often come from the environment: no error below repeats what was given, in case
+  // a token itself was pasted where its hash belongs.
+  void read_auth(object_reader& o, auth_settings& s) {
+    boolean(o, "allowAnonymous", s.allow_anonymous);
+    choice(o, "anonymousRole", s.anonymous_role,
+           {{"read", role::read}, {"write", role::write}, {"admin", role::admin}});
+    choice(o, "metricsRole", s.metrics_role,
+           {{"none", std::optional<role>()},
+            {"read", role::read},
+            {"write", role::write},
+            {"admin", role::admin}});
+    const Value* tokens = o.get("tokens");
+    if (!tokens)
+      return;
+    if (!tokens->IsArray()) {
+      fail(fmt::format("{} must be an array of {{\"name\", \"role\", \"sha256\"}} objects, got "
+                       "{} (set OUTBOXD_AUTH_TOKENS to a JSON array)",
+                       o.path("tokens"), tokens->IsString() ? "a string" : show(*tokens)));
+      return;
+    }
+    for (rapidjson::SizeType i = 0; i < tokens->Size(); ++i) {
+      auto path = index_path(o.path("tokens"), i);
+      auto entry = object((*tokens)[i], path);
+      if (!entry)
+        continue;
+      token_settings t;
+      if (!entry->get("name"))
+        fail(fmt::format("{}.name is missing (a name for logs, e.g. \"ops\")", path));
+      string(*entry, "name", t.name, true);
+      choice(*entry, "role", t.granted,
+             {{"read", role::read}, {"write", role::write}, {"admin", role::admin}});
+      if (!entry->get("role"))
+        fail(fmt::format("{}.role is missing (read, write or admin)", path));
+      const Value* hash = entry->get("sha256");
+      if (!hash || !hash->IsString() || !parse_sha256(string_of(*hash), t.sha256))
+        fail(fmt::format("{}.sha256 must be 64 hex digits, the SHA-256 of the token (printf %s "
+                         "\"$TOKEN\" | sha256sum); got {}",
+                         path,
+                         !hash              ? std::string("nothing")
+                         : hash->IsString() ? fmt::format("{} characters", hash->GetStringLength())
+                                            : std::string("a non-string")));
+      entry->report_unknown(errors_);
+      for (const auto& earlier : s.tokens)
+        if (earlier.sha256 == t.sha256)
+          fail(fmt::format("{} has the same sha256 as the token named \"{}\"", path, earlier.name));
+      s.tokens.push_back(std::move(t));
+    }
   }
 
   void read_database(object_reader& o, database_settings& s) {
@@ -1403,8 +1552,22 @@ std::string mask_database_url(std::string_view url) {
   return out;
 }
 
+bool is_loopback_host(std::string_view host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
 std::vector<std::string> start_up_warnings(const settings& s) {
   std::vector<std::string> out;
+  if (!is_loopback_host(s.server.host) && s.auth.tokens.empty() && s.admin.token.empty())
+    out.push_back(fmt::format("server.host {} can be reached from other machines and "
+                              "auth.allowAnonymous is true: every route, admin ones included, "
+                              "is served to anyone without a token",
+                              s.server.host));
+  if (s.simulator.enabled && !is_loopback_host(s.server.host))
+    out.push_back("simulator.enabled is true on a reachable address: the simulated services "
+                  "(/api/inventory, /api/billing, ...) take calls from anyone, as a partner's "
+                  "sandbox would; set it to "
+                  "false where real partners are called");
   for (const auto& [name, d] : s.http.destinations)
     if (d.tls.insecure_skip_verify)
       out.push_back(fmt::format("http.routes.{}.tls.insecureSkipVerify is true: calls to {} accept "

@@ -30,6 +30,9 @@ struct load_result {
 /// Reads, merges, overrides, resolves `${simulator.baseUrl}` and validates.
 load_result load(const load_options& options);
 
+/// Whether a server bound to `host` is reachable from this machine only (127.x, ::1, localhost).
+bool is_loopback_host(std::string_view host);
+
 /// What a valid configuration still deserves a WARN for at start-up, each naming its keys:
 /// TLS verification turned off, call timeouts that do not fit in outbox.leaseTimeout.
 std::vector<std::string> start_up_warnings(const settings& s);

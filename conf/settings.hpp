@@ -4,6 +4,7 @@
 #include "domain/routing.hpp"
 #include "simulator/knobs.hpp"
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -24,6 +25,12 @@ struct server_settings {
   milliseconds read_timeout{5000};      // per request read; bounds slow clients
   milliseconds write_timeout{5000};
   milliseconds keep_alive_timeout{5000};
+  std::vector<std::string> allowed_origins; // origins a browser may call from besides the API's own
+  struct {
+    std::string cert_file;      // PEM; set with key_file, the listener speaks HTTPS only
+    std::string key_file;       // PEM
+    std::string client_ca_file; // PEM; set: every client must present a certificate it signed
+  } tls;
 };
 
 struct database_settings {
@@ -86,8 +93,25 @@ struct simulator_settings {
   std::map<std::string, simulator_knobs> services; // by knob name, e.g. "billing.charge"
 };
 
+/// What a caller may do. Each role includes the ones before it: admin can write, write can read.
+enum class role { read = 1, write, admin };
+
+/// One accepted bearer token, known by the SHA-256 digest of its text only.
+struct token_settings {
+  std::string name; // for logs: which token was used
+  role granted = role::read;
+  std::array<unsigned char, 32> sha256{};
+};
+
+struct auth_settings {
+  bool allow_anonymous = false;     // requests without a token, when tokens are configured
+  role anonymous_role = role::read; // ... are served with this role
+  std::optional<role> metrics_role = role::read; // nullopt ("none"): /metrics needs no token
+  std::vector<token_settings> tokens;
+};
+
 struct admin_settings {
-  std::string token; // empty: admin endpoints are open
+  std::string token; // a plain-text admin token, accepted besides auth.tokens; empty: none
 };
 
 enum class log_level { debug, info, warn, error };
@@ -107,6 +131,7 @@ struct settings {
   orders_settings orders;
   domain::routing_table http;
   simulator_settings simulator;
+  auth_settings auth;
   admin_settings admin;
   log_settings log;
 };

@@ -3,7 +3,6 @@
 // writes an error body itself.
 #include "http/api_server.hpp"
 
-#include "http/auth.hpp"
 #include "http/errors.hpp"
 #include "http/json.hpp"
 #include "log/log.hpp"
@@ -415,34 +414,32 @@ void retry_dead_letter(const api_context& c, const httplib::Request& req, httpli
 
 using handler = void (*)(const api_context&, const httplib::Request&, httplib::Response&);
 
-enum class guard { open, admin };
-
 struct route {
   const char* method;
   const char* path; // as documented; `{name}` stands for one path segment
   handler handle;
-  guard needs = guard::open;
+  access needs;
 };
 
 // Every route of the API server. httplib tries a method's routes in this order and the first
 // whose pattern matches the whole path wins.
 const route route_table[] = {
-    {"GET", "/healthz", get_health},
-    {"GET", "/readyz", get_readiness},
-    {"GET", "/metrics", get_metrics},
-    {"POST", "/api/orders", create_order},
-    {"GET", "/api/orders", list_orders},
-    {"GET", "/api/orders/{id}", get_order},
-    {"PUT", "/api/orders/{id}/status", update_status},
-    {"POST", "/api/orders/{id}/cancel", cancel_order},
-    {"DELETE", "/api/orders/{id}", remove_order, guard::admin},
-    {"GET", "/api/outbox/stats", get_stats},
-    {"GET", "/api/outbox/fanout", get_fanout},
-    {"GET", "/api/outbox/events", list_events},
-    {"GET", "/api/outbox/events/{id}", get_event},
-    {"GET", "/api/dlq", list_dead_letters},
-    {"GET", "/api/dlq/{id}", get_dead_letter},
-    {"POST", "/api/dlq/{id}/retry", retry_dead_letter, guard::admin},
+    {"GET", "/healthz", get_health, access::open},
+    {"GET", "/readyz", get_readiness, access::open},
+    {"GET", "/metrics", get_metrics, access::metrics},
+    {"POST", "/api/orders", create_order, access::write},
+    {"GET", "/api/orders", list_orders, access::read},
+    {"GET", "/api/orders/{id}", get_order, access::read},
+    {"PUT", "/api/orders/{id}/status", update_status, access::write},
+    {"POST", "/api/orders/{id}/cancel", cancel_order, access::write},
+    {"DELETE", "/api/orders/{id}", remove_order, access::admin},
+    {"GET", "/api/outbox/stats", get_stats, access::read},
+    {"GET", "/api/outbox/fanout", get_fanout, access::read},
+    {"GET", "/api/outbox/events", list_events, access::read},
+    {"GET", "/api/outbox/events/{id}", get_event, access::read},
+    {"GET", "/api/dlq", list_dead_letters, access::read},
+    {"GET", "/api/dlq/{id}", get_dead_letter, access::read},
+    {"POST", "/api/dlq/{id}/retry", retry_dead_letter, access::admin},
 };
 
 } // namespace
@@ -454,10 +451,10 @@ bool readiness_report::ready() const {
   return true;
 }
 
-api_server::api_server(const conf::server_settings& settings, std::string admin_token,
+api_server::api_server(const conf::server_settings& settings, access_policy policy,
                        api_dependencies deps, domain::routing_table routing)
-    : settings_(settings), admin_token_(std::move(admin_token)), deps_(std::move(deps)),
-      routing_(std::move(routing)), listener_(settings, "http") {
+    : settings_(settings), deps_(std::move(deps)), routing_(std::move(routing)),
+      listener_(settings, "http", std::move(policy)) {
   listener_.on_request([](const httplib::Request&, httplib::Response& res) {
     request_started = std::chrono::steady_clock::now();
     res.set_header("X-Request-Id", next_request_id());
@@ -496,20 +493,16 @@ void api_server::stop() {
 std::vector<route_info> api_server::routes() {
   std::vector<route_info> out;
   for (const auto& r : route_table)
-    out.push_back({r.method, r.path, r.needs == guard::admin, route_kind::api});
+    out.push_back({r.method, r.path, r.needs, route_kind::api});
   return out;
 }
 
 void api_server::install_routes() {
-  for (const auto& r : route_table) {
-    auto handle = [this, &r](const httplib::Request& req, httplib::Response& res) {
-      // The token is checked first: an unauthorised caller learns nothing about ids.
-      if (r.needs == guard::admin)
-        require_admin(req, admin_token_);
-      r.handle(api_context{deps_, routing_}, req, res);
-    };
-    listener_.route(r.method, r.path, route_kind::api, handle, r.needs == guard::admin);
-  }
+  for (const auto& r : route_table)
+    listener_.route(r.method, r.path, route_kind::api, r.needs,
+                    [this, &r](const httplib::Request& req, httplib::Response& res) {
+                      r.handle(api_context{deps_, routing_}, req, res);
+                    });
 }
 
 } // namespace outboxd::http

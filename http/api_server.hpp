@@ -38,9 +38,9 @@ struct api_dependencies {
 
 class api_server {
 public:
-  /// `admin_token` guards the mutating admin endpoints when non-empty. `routing` is what
-  /// `GET /api/outbox/fanout` describes (the configured `http` section).
-  api_server(const conf::server_settings& settings, std::string admin_token, api_dependencies deps,
+  /// `policy` says who may call each route. `routing` is what `GET /api/outbox/fanout`
+  /// describes (the configured `http` section).
+  api_server(const conf::server_settings& settings, access_policy policy, api_dependencies deps,
              domain::routing_table routing = {});
   ~api_server();
   api_server(const api_server&) = delete;
@@ -69,7 +69,6 @@ private:
   void install_routes();
 
   conf::server_settings settings_;
-  std::string admin_token_;
   api_dependencies deps_;
   domain::routing_table routing_;
   listener listener_;

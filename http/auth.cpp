@@ -1,24 +1,179 @@
-// Bearer token check with a constant-time comparison.
+// Bearer tokens compared by digest in constant time, roles, and the forgery rules.
 #include "http/auth.hpp"
 
 #include "http/errors.hpp"
+#include "http/json.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <fmt/format.h>
 #include <httplib.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdexcept>
 
 namespace outboxd::http {
+namespace {
 
-void require_admin(const httplib::Request& req, const std::string& token) {
-  if (token.empty())
+const char* name_of(conf::role r) {
+  switch (r) {
+  case conf::role::read:
+    return "read";
+  case conf::role::write:
+    return "write";
+  case conf::role::admin:
+    return "admin";
+  }
+  return "?";
+}
+
+std::string lowercase(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+/// The token of an `Authorization: Bearer <token>` header (scheme in any case), or nullopt.
+std::optional<std::string_view> bearer_token(std::string_view header) {
+  constexpr std::string_view scheme = "bearer ";
+  if (header.size() <= scheme.size() || lowercase(header.substr(0, scheme.size())) != scheme)
+    return std::nullopt;
+  auto token = header.substr(scheme.size());
+  auto first = token.find_first_not_of(' ');
+  if (first == std::string_view::npos)
+    return std::nullopt;
+  token = token.substr(first);
+  return token.substr(0, token.find_last_not_of(' ') + 1);
+}
+
+} // namespace
+
+const char* name_of(access a) {
+  switch (a) {
+  case access::open:
+    return "open";
+  case access::read:
+    return "read";
+  case access::write:
+    return "write";
+  case access::admin:
+    return "admin";
+  case access::metrics:
+    return "metrics";
+  }
+  return "?";
+}
+
+std::array<unsigned char, 32> sha256(std::string_view text) {
+  std::array<unsigned char, 32> out{};
+  unsigned int size = 0;
+  if (EVP_Digest(text.data(), text.size(), out.data(), &size, EVP_sha256(), nullptr) != 1 ||
+      size != out.size())
+    throw std::runtime_error("SHA-256 failed");
+  return out;
+}
+
+access_policy::access_policy(const conf::auth_settings& auth, const std::string& admin_token,
+                             std::vector<std::string> allowed_origins)
+    : auth_(auth), tokens_(auth.tokens), allowed_origins_(std::move(allowed_origins)) {
+  if (!admin_token.empty())
+    tokens_.push_back({"admin.token", conf::role::admin, sha256(admin_token)});
+}
+
+access_policy policy_of(const conf::settings& settings) {
+  return {settings.auth, settings.admin.token, settings.server.allowed_origins};
+}
+
+std::optional<conf::role> access_policy::role_needed(access needed) const {
+  switch (needed) {
+  case access::open:
+    return std::nullopt;
+  case access::read:
+    return conf::role::read;
+  case access::write:
+    return conf::role::write;
+  case access::admin:
+    return conf::role::admin;
+  case access::metrics:
+    return auth_.metrics_role;
+  }
+  return conf::role::admin;
+}
+
+void access_policy::authorize(const httplib::Request& req, access needed) const {
+  auto role = role_needed(needed);
+  if (!role || !enforcing())
     return;
-  auto given = req.get_header_value("Authorization");
-  auto expected = "Bearer " + token;
-  unsigned diff = given.size() != expected.size();
-  for (std::size_t i = 0; i < expected.size(); ++i)
-    diff |= static_cast<unsigned char>(i < given.size() ? given[i] : 0) ^
-            static_cast<unsigned char>(expected[i]);
-  if (diff != 0)
-    throw api_error(error_kind::unauthorized,
-                    "this endpoint needs the header 'Authorization: Bearer <admin.token>'");
+  auto header = req.get_header_value("Authorization");
+  if (header.empty()) {
+    if (!auth_.allow_anonymous)
+      throw api_error(error_kind::unauthorized,
+                      fmt::format("this route needs a token of role {} or above: send "
+                                  "'Authorization: Bearer <token>'",
+                                  name_of(*role)));
+    if (auth_.anonymous_role < *role)
+      throw api_error(error_kind::unauthorized,
+                      fmt::format("requests without a token have role {}; this route needs a "
+                                  "token of role {} or above: send 'Authorization: Bearer <token>'",
+                                  name_of(auth_.anonymous_role), name_of(*role)));
+    return;
+  }
+  auto token = bearer_token(header);
+  if (!token)
+    throw api_error(error_kind::unauthorized, "the Authorization header must be 'Bearer <token>'");
+  // Digests have one length, so a wrong token of any length takes the same comparisons; every
+  // configured digest is compared, matched or not.
+  auto digest = sha256(*token);
+  const conf::token_settings* match = nullptr;
+  for (const auto& t : tokens_) {
+    bool equal = CRYPTO_memcmp(digest.data(), t.sha256.data(), digest.size()) == 0;
+    if (equal && !match)
+      match = &t;
+  }
+  if (!match)
+    throw api_error(error_kind::unauthorized, "the bearer token is not valid");
+  if (match->granted < *role)
+    throw api_error(error_kind::forbidden,
+                    fmt::format("the token '{}' has role {}; this route needs {}", match->name,
+                                name_of(match->granted), name_of(*role)));
+}
+
+bool access_policy::origin_allowed(const httplib::Request& req, std::string_view origin,
+                                   bool /*tls*/) const {
+  auto given = lowercase(origin);
+  if (std::find(allowed_origins_.begin(), allowed_origins_.end(), given) != allowed_origins_.end())
+    return true;
+  // The page's own server: its authority is the Host the request was sent to. The scheme is not
+  // compared, so a proxy that terminates TLS in front keeps working; one port serves one scheme.
+  auto host = lowercase(req.get_header_value("Host"));
+  auto authority = given.find("://");
+  return !host.empty() && authority != std::string::npos && given.substr(authority + 3) == host;
+}
+
+void access_policy::check_forgery(const httplib::Request& req, bool needs_json, bool tls) const {
+  auto origin = req.get_header_value("Origin");
+  if (!origin.empty()) {
+    if (!origin_allowed(req, origin, tls))
+      throw api_error(error_kind::forbidden,
+                      fmt::format("a web page of origin '{}' may not change anything here; list "
+                                  "the origin in server.allowedOrigins to let it",
+                                  origin.substr(0, 200)));
+  } else {
+    // Browsers that leave Origin out still say where a request comes from.
+    auto site = req.get_header_value("Sec-Fetch-Site");
+    if (site == "cross-site" || site == "same-site")
+      throw api_error(error_kind::forbidden,
+                      "a web page of another site may not change anything here");
+  }
+  // Of the methods that change state, only POST can come from a form or a fetch without a
+  // preflight (PUT, PATCH and DELETE never do), and only with a form's or plain text's type.
+  if (needs_json && req.method == "POST" && !req.has_header("Authorization") &&
+      !is_json_request(req))
+    throw api_error(error_kind::unsupported_media_type,
+                    "a request that changes state needs 'Content-Type: application/json' (also "
+                    "with an empty body) or an Authorization header, which a web page of another "
+                    "site cannot send");
 }
 
 } // namespace outboxd::http

@@ -13,7 +13,8 @@ namespace outboxd::http {
 // clang-format off
 #define OUTBOXD_API_ERROR_KINDS(X)                                                           \
   X(bad_request, 400)             X(malformed_json, 400)          X(unauthorized, 401)       \
-  X(not_found, 404)               X(method_not_allowed, 405)      X(invalid_transition, 409) \
+  X(forbidden, 403)               X(not_found, 404)               X(method_not_allowed, 405) \
+  X(invalid_transition, 409)                                                                 \
   X(payload_too_large, 413)       X(unsupported_media_type, 415)  X(validation_failed, 422)  \
   X(idempotency_key_reused, 422)  X(internal, 500)                X(unavailable, 503)
 // clang-format on

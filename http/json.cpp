@@ -29,18 +29,22 @@ std::optional<std::string> idempotency_key(const httplib::Request& req) {
   return key;
 }
 
+bool is_json_request(const httplib::Request& req) {
+  auto type = req.get_header_value("Content-Type");
+  std::transform(type.begin(), type.end(), type.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  auto media = type.substr(0, type.find(';'));
+  media.erase(media.find_last_not_of(" \t") + 1);
+  return media == "application/json";
+}
+
 std::optional<rapidjson::Document> parse_json_body(const httplib::Request& req, bool required) {
   if (req.body.empty()) {
     if (required)
       throw api_error(error_kind::malformed_json, "request body is empty; expected a JSON object");
     return std::nullopt;
   }
-  auto type = req.get_header_value("Content-Type");
-  std::transform(type.begin(), type.end(), type.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  auto media = type.substr(0, type.find(';'));
-  media.erase(media.find_last_not_of(" \t") + 1);
-  if (media != "application/json")
+  if (!is_json_request(req))
     throw api_error(error_kind::unsupported_media_type,
                     fmt::format("Content-Type must be application/json, got '{}'",
                                 req.get_header_value("Content-Type")));

@@ -105,6 +105,9 @@ private:
   rapidjson::Writer<rapidjson::StringBuffer> w_;
 };
 
+/// Whether the request's Content-Type is application/json (parameters such as charset allowed).
+bool is_json_request(const httplib::Request& req);
+
 /// Parses a request body as JSON. Throws api_error: 415 when a body comes with another content
 /// type, 400 when it is not well-formed UTF-8 JSON (the message says where). An empty body gives
 /// nullopt when `required` is false, else a 400.

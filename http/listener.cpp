@@ -59,11 +59,46 @@ std::string pattern_of(std::string_view path) {
   return out;
 }
 
+/// A plain server, or an HTTPS one when the settings name a certificate and key (and a client
+/// CA: then every client must present a certificate it signed).
+std::unique_ptr<httplib::Server> make_server(const conf::server_settings& settings) {
+  const auto& tls = settings.tls;
+  if (tls.cert_file.empty())
+    return std::make_unique<httplib::Server>();
+  auto server = std::make_unique<httplib::SSLServer>(
+      tls.cert_file.c_str(), tls.key_file.c_str(),
+      tls.client_ca_file.empty() ? nullptr : tls.client_ca_file.c_str());
+  if (!server->is_valid())
+    throw std::runtime_error(fmt::format(
+        "server.tls: the certificate {} and key {}{} do not load together", tls.cert_file,
+        tls.key_file,
+        tls.client_ca_file.empty() ? "" : " (or the client CA " + tls.client_ca_file + ")"));
+  return server;
+}
+
+bool changes_state(const std::string& method) {
+  return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
+}
+
 } // namespace
 
-listener::listener(const conf::server_settings& settings, std::string component)
-    : settings_(settings), component_(std::move(component)),
-      server_(std::make_unique<httplib::Server>()) {
+void listener::answer_cors(const httplib::Request& req, httplib::Response& res) const {
+  auto origin = req.get_header_value("Origin");
+  if (origin.empty() || !policy_.origin_allowed(req, origin, tls()))
+    return;
+  res.set_header("Access-Control-Allow-Origin", origin);
+  res.set_header("Vary", "Origin");
+  if (req.method != "OPTIONS")
+    return;
+  res.set_header("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE");
+  res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key");
+  res.set_header("Access-Control-Max-Age", "600");
+}
+
+listener::listener(const conf::server_settings& settings, std::string component,
+                   access_policy policy)
+    : settings_(settings), component_(std::move(component)), policy_(std::move(policy)),
+      server_(make_server(settings)) {
   auto& s = *server_;
   auto threads = static_cast<std::size_t>(settings_.threads);
   s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -86,7 +121,21 @@ listener::listener(const conf::server_settings& settings, std::string component)
     declare_empty_body(req);
     if (on_request_)
       on_request_(req, res);
-    return httplib::Server::HandlerResponse::Unhandled;
+    answer_cors(req, res);
+    if (req.method != "OPTIONS")
+      return httplib::Server::HandlerResponse::Unhandled;
+    // A CORS preflight: allowed origins got their headers above; any other gets none, so the
+    // browser sends nothing.
+    if (res.has_header("Access-Control-Allow-Origin") || !req.has_header("Origin")) {
+      res.status = 204;
+      res.set_header("Allow", "GET, POST, PUT, DELETE, OPTIONS");
+    } else {
+      render_error(res, error_kind::forbidden,
+                   fmt::format("no cross-origin calls from '{}': list the origin in "
+                               "server.allowedOrigins to allow them",
+                               req.get_header_value("Origin").substr(0, 200)));
+    }
+    return httplib::Server::HandlerResponse::Handled;
   });
   s.set_exception_handler([this](const httplib::Request& req, httplib::Response& res,
                                  std::exception_ptr ep) {
@@ -94,6 +143,8 @@ listener::listener(const conf::server_settings& settings, std::string component)
       std::rethrow_exception(ep);
     } catch (const api_error& e) {
       render_error(res, e.kind(), e.what(), e.details());
+      if (e.kind() == error_kind::unauthorized)
+        res.set_header("WWW-Authenticate", "Bearer realm=\"outboxd\"");
     } catch (const domain::store_unavailable& e) {
       log::warn(component_, "{} {}: database unavailable: {}", req.method, req.path, e.what());
       render_error(res, error_kind::unavailable, "the database is unavailable; retry later");
@@ -131,10 +182,19 @@ void listener::on_request(std::function<void(const httplib::Request&, httplib::R
   on_request_ = std::move(hook);
 }
 
-void listener::route(std::string_view method, std::string path, route_kind kind,
-                     route_handler handle, bool admin) {
+void listener::route(std::string_view method, std::string path, route_kind kind, access needs,
+                     route_handler route_handle) {
   auto pattern = pattern_of(path);
   auto& s = *server_;
+  // The caller is checked before anything else, so one without the right learns nothing (not
+  // even whether an id exists) and a forged request changes nothing.
+  auto handle = [this, needs, kind, run = std::move(route_handle)](const httplib::Request& req,
+                                                                   httplib::Response& res) {
+    policy_.authorize(req, needs);
+    if (changes_state(req.method))
+      policy_.check_forgery(req, kind == route_kind::api, tls());
+    run(req, res);
+  };
   if (method == "GET")
     s.Get(pattern, std::move(handle));
   else if (method == "POST")
@@ -147,7 +207,7 @@ void listener::route(std::string_view method, std::string path, route_kind kind,
     s.Delete(pattern, std::move(handle));
   else
     throw std::logic_error("route " + path + " has an unsupported method " + std::string(method));
-  routes_.push_back({std::string(method), std::move(path), admin, kind});
+  routes_.push_back({std::string(method), std::move(path), needs, kind});
 }
 
 int listener::bind(int port) {

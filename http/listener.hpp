@@ -5,6 +5,7 @@
 #pragma once
 
 #include "conf/settings.hpp"
+#include "http/auth.hpp"
 
 #include <functional>
 #include <memory>
@@ -29,11 +30,11 @@ enum class route_kind {
 };
 
 /// One served route: the method and the path as documented, with `{name}` for a path segment
-/// (e.g. `GET /api/orders/{id}`).
+/// (e.g. `GET /api/orders/{id}`), and what it needs from its caller.
 struct route_info {
   std::string method;
   std::string path;
-  bool admin = false; // needs `Authorization: Bearer <admin.token>` when a token is configured
+  access needs = access::open;
   route_kind kind = route_kind::api;
   bool operator==(const route_info&) const = default;
 };
@@ -44,8 +45,10 @@ using route_handler = std::function<void(const httplib::Request&, httplib::Respo
 
 class listener {
 public:
-  /// Threads, timeouts and the body limit come from `settings`; `component` tags log lines.
-  listener(const conf::server_settings& settings, std::string component);
+  /// Threads, timeouts, the body limit and TLS come from `settings`; `component` tags log lines;
+  /// `policy` says who may call each route. Throws std::runtime_error when TLS is configured and
+  /// its certificate and key do not load.
+  listener(const conf::server_settings& settings, std::string component, access_policy policy = {});
   ~listener();
   listener(const listener&) = delete;
   listener& operator=(const listener&) = delete;
@@ -65,10 +68,15 @@ public:
   /// Serves `method` (GET, POST, PUT, PATCH or DELETE) on `path` and records the route. Each
   /// `{name}` segment matches one path segment and is captured (req.matches[1], [2], ...); the
   /// rest of the path is literal. Routes of one method are tried in registration order and the
-  /// first whose path matches wins. `admin` only records that `handle` checks the admin token.
-  /// Register before start(); throws std::logic_error for another method.
-  void route(std::string_view method, std::string path, route_kind kind, route_handler handle,
-             bool admin = false);
+  /// first whose path matches wins. Before `handle` runs, the caller must have what `needs`
+  /// says (else 401/403), and a state-changing request must pass the forgery checks (API routes
+  /// also the content-type rule). Register before start(); throws std::logic_error for another
+  /// method.
+  void route(std::string_view method, std::string path, route_kind kind, access needs,
+             route_handler handle);
+
+  /// Whether the listener speaks HTTPS.
+  bool tls() const { return !settings_.tls.cert_file.empty(); }
 
   /// Every route registered so far, in registration order.
   std::vector<route_info> routes() const { return routes_; }
@@ -78,8 +86,12 @@ public:
   httplib::Server& native() { return *server_; }
 
 private:
+  /// The CORS headers a request from an allowed origin gets (with the preflight's for OPTIONS).
+  void answer_cors(const httplib::Request& req, httplib::Response& res) const;
+
   conf::server_settings settings_;
   std::string component_;
+  access_policy policy_;
   std::unique_ptr<httplib::Server> server_;
   std::function<void(const httplib::Request&, httplib::Response&)> on_request_;
   std::vector<route_info> routes_;

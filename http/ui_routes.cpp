@@ -31,7 +31,7 @@ void serve(listener& routes, const std::string& path, std::string_view file,
            const char* content_type) {
   // Looked up once at registration: a missing file fails start-up, not the first request.
   auto content = ui_file(file);
-  routes.route("GET", path, route_kind::static_file,
+  routes.route("GET", path, route_kind::static_file, access::open,
                [content, content_type](const httplib::Request&, httplib::Response& res) {
                  res.set_header("Cache-Control", "no-cache");
                  res.set_header("X-Content-Type-Options", "nosniff");

@@ -80,7 +80,7 @@ std::string consistency_json(const consistency_report& report,
 
 void install_consistency_route(http::listener& routes, domain::order_audit_source& orders,
                                ledger_source read_ledger) {
-  routes.route("GET", "/api/admin/consistency", http::route_kind::api,
+  routes.route("GET", "/api/admin/consistency", http::route_kind::api, http::access::admin,
                [&orders, read = std::move(read_ledger)](const httplib::Request& req,
                                                         httplib::Response& res) {
                  auto page = orders.audited_orders(parse_window(req));

@@ -5,15 +5,14 @@
 
 namespace outboxd::simulator {
 
-server::server(const conf::server_settings& settings, simulator& sim,
-               const std::string& admin_token)
-    : sim_(sim), listener_(settings, "simulator") {
+server::server(const conf::server_settings& settings, simulator& sim, http::access_policy policy)
+    : sim_(sim), listener_(settings, "simulator", std::move(policy)) {
   // Its own liveness probe, same path and answer as outboxd's.
-  listener_.route("GET", "/healthz", http::route_kind::api,
+  listener_.route("GET", "/healthz", http::route_kind::api, http::access::open,
                   [](const httplib::Request&, httplib::Response& res) {
                     res.set_content(R"({"status":"ok"})", "application/json");
                   });
-  sim_.install(listener_, admin_token);
+  sim_.install(listener_);
 }
 
 server::~server() {

@@ -15,9 +15,9 @@ namespace outboxd::simulator {
 
 class server {
 public:
-  /// `sim` must outlive the server. Threads, timeouts and body limit come from `settings`; the
-  /// port given to bind() wins over settings.port.
-  server(const conf::server_settings& settings, simulator& sim, const std::string& admin_token);
+  /// `sim` must outlive the server. Threads, timeouts, body limit and TLS come from `settings`;
+  /// the port given to bind() wins over settings.port. `policy` guards the control routes.
+  server(const conf::server_settings& settings, simulator& sim, http::access_policy policy = {});
   ~server();
   server(const server&) = delete;
   server& operator=(const server&) = delete;

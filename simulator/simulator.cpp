@@ -2,7 +2,6 @@
 // -> latency -> failure or apply -> ledger -> late answer) over the endpoint table.
 #include "simulator/simulator.hpp"
 
-#include "http/auth.hpp"
 #include "http/errors.hpp"
 #include "http/json.hpp"
 #include "log/log.hpp"
@@ -300,9 +299,10 @@ struct simulator::impl {
   void add_forward(http::listener& routes, const endpoint& ep) {
     std::string path(ep.path);
     constexpr auto kind = http::route_kind::simulated_service;
-    routes.route("POST", path + "/succeed", kind, bind(&ep, mode::succeed));
-    routes.route("POST", path + "/fail", kind, bind(&ep, mode::fail));
-    routes.route("POST", path, kind, bind(&ep, mode::knobs));
+    constexpr auto open = http::access::open; // a partner's endpoints are not outboxd's to guard
+    routes.route("POST", path + "/succeed", kind, open, bind(&ep, mode::succeed));
+    routes.route("POST", path + "/fail", kind, open, bind(&ep, mode::fail));
+    routes.route("POST", path, kind, open, bind(&ep, mode::knobs));
   }
 
   /// `<base>/{id}/<verb>` and the literal `<base>/<verb>/succeed|fail` siblings.
@@ -311,69 +311,64 @@ struct simulator::impl {
     std::string verb(ep.revert_verb);
     auto add = [&](std::string path, mode how) {
       routes.route(ep.method == http_method::del ? "DELETE" : "POST", std::move(path),
-                   http::route_kind::simulated_service, bind(&ep, how));
+                   http::route_kind::simulated_service, http::access::open, bind(&ep, how));
     };
     add(base + "/" + verb + "/succeed", mode::succeed);
     add(base + "/" + verb + "/fail", mode::fail);
     add(base + "/{id}/" + verb, mode::knobs);
   }
 
-  void install(http::listener& routes, const std::string& admin_token) {
+  void install(http::listener& routes) {
     for (const auto& ep : endpoints()) {
       if (ep.is_revert())
         add_revert(routes, ep);
       else
         add_forward(routes, ep);
     }
-    install_admin(routes, admin_token);
+    install_admin(routes);
   }
 
   /// The simulator's own control routes: part of outboxd's documented API.
-  void install_admin(http::listener& routes, const std::string& admin_token) {
+  void install_admin(http::listener& routes) {
     constexpr auto api = http::route_kind::api;
-    routes.route("GET", "/api/simulator/config", api,
+    routes.route("GET", "/api/simulator/config", api, http::access::read,
                  [this](const httplib::Request&, httplib::Response& res) {
                    res.set_content(faults.config_json(), json_type);
                  });
-    routes.route(
-        "PUT", "/api/simulator/config", api,
-        [this, admin_token](const httplib::Request& req, httplib::Response& res) {
-          http::require_admin(req, admin_token);
-          auto body = http::parse_json_body(req, true);
-          auto problems = faults.apply_patch(*body);
-          if (!problems.empty()) {
-            domain::field_errors details;
-            std::string message;
-            for (const auto& p : problems) {
-              details.push_back({field_of(p), p});
-              message += (message.empty() ? "" : "; ") + p;
-            }
-            throw http::api_error(http::error_kind::validation_failed, message, details);
-          }
-          rapidjson::StringBuffer compact;
-          rapidjson::Writer<rapidjson::StringBuffer> writer(compact);
-          body->Accept(writer);
-          log::info("simulator", "knobs changed: {}",
-                    std::string_view(compact.GetString(), compact.GetSize()).substr(0, 1000));
-          res.set_content(faults.config_json(), json_type);
-        },
-        true);
-    routes.route(
-        "POST", "/api/simulator/reset", api,
-        [this, admin_token](const httplib::Request& req, httplib::Response& res) {
-          http::require_admin(req, admin_token);
-          reset();
-          http::json_writer w;
-          w.start_object();
-          w.field("status", "reset");
-          auto started = ledger.started_at_ms();
-          w.field("startedAt", iso_time(started));
-          w.field("startedAtMs", started);
-          w.end_object();
-          res.set_content(w.str(), json_type);
-        },
-        true);
-    routes.route("GET", "/api/simulator/ledger", api,
+    routes.route("PUT", "/api/simulator/config", api, http::access::admin,
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   auto body = http::parse_json_body(req, true);
+                   auto problems = faults.apply_patch(*body);
+                   if (!problems.empty()) {
+                     domain::field_errors details;
+                     std::string message;
+                     for (const auto& p : problems) {
+                       details.push_back({field_of(p), p});
+                       message += (message.empty() ? "" : "; ") + p;
+                     }
+                     throw http::api_error(http::error_kind::validation_failed, message, details);
+                   }
+                   rapidjson::StringBuffer compact;
+                   rapidjson::Writer<rapidjson::StringBuffer> writer(compact);
+                   body->Accept(writer);
+                   log::info(
+                       "simulator", "knobs changed: {}",
+                       std::string_view(compact.GetString(), compact.GetSize()).substr(0, 1000));
+                   res.set_content(faults.config_json(), json_type);
+                 });
+    routes.route("POST", "/api/simulator/reset", api, http::access::admin,
+                 [this](const httplib::Request&, httplib::Response& res) {
+                   reset();
+                   http::json_writer w;
+                   w.start_object();
+                   w.field("status", "reset");
+                   auto started = ledger.started_at_ms();
+                   w.field("startedAt", iso_time(started));
+                   w.field("startedAtMs", started);
+                   w.end_object();
+                   res.set_content(w.str(), json_type);
+                 });
+    routes.route("GET", "/api/simulator/ledger", api, http::access::read,
                  [this](const httplib::Request& req, httplib::Response& res) {
                    std::optional<std::string> aggregate;
                    if (req.has_param("aggregateId"))
@@ -398,8 +393,8 @@ simulator::simulator(const conf::simulator_settings& settings)
 
 simulator::~simulator() = default;
 
-void simulator::install(http::listener& routes, const std::string& admin_token) {
-  impl_->install(routes, admin_token);
+void simulator::install(http::listener& routes) {
+  impl_->install(routes);
 }
 
 std::string simulator::ledger_json(const std::optional<std::string>& aggregate_id) const {

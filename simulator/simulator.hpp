@@ -55,9 +55,9 @@ public:
   /// Registers every simulator route on `routes` (whose server must be stopped before the
   /// simulator is destroyed): the partner services as `route_kind::simulated_service`, the
   /// /api/simulator/... control routes as `route_kind::api`. Handlers throw api_error, which the
-  /// listener renders. PUT config and reset require `Authorization: Bearer <admin_token>` when
-  /// the token is not empty.
-  void install(http::listener& routes, const std::string& admin_token);
+  /// listener renders. The listener's access policy guards them: the partner services are open,
+  /// reading config and ledger needs `read`, changing knobs and reset need `admin`.
+  void install(http::listener& routes);
 
   /// The ledger JSON of GET /api/simulator/ledger, for every aggregate or one (format in
   /// simulator/ledger_entry.hpp).

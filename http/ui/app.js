@@ -108,10 +108,12 @@ class ApiError extends Error {
   }
 }
 
-async function api(method, path, { body, admin = false } = {}) {
+// Every request carries the token when one is entered; every state-changing one says it is JSON,
+// also without a body (outboxd refuses a POST that a form of another site could have sent).
+async function api(method, path, { body } = {}) {
   const headers = { Accept: 'application/json' };
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
-  if (admin && state.token) headers.Authorization = `Bearer ${state.token}`;
+  if (method !== 'GET') headers['Content-Type'] = 'application/json';
+  if (state.token) headers.Authorization = `Bearer ${state.token}`;
   let res;
   try {
     res = await fetch(path, {
@@ -132,8 +134,11 @@ async function api(method, path, { body, admin = false } = {}) {
     const err = (data && data.error) || {};
     if (res.status === 401) {
       throw new ApiError(401, 'unauthorized', state.token
-        ? 'The admin token was refused (401). Check the "Admin token" field at the top.'
-        : 'This action needs the admin token (401). Enter it in the "Admin token" field at the top.');
+        ? 'The access token was refused (401). Check the "Access token" field at the top.'
+        : 'This needs an access token (401). Enter it in the "Access token" field at the top.');
+    }
+    if (res.status === 403 && err.code === 'forbidden') {
+      throw new ApiError(403, 'forbidden', `Not allowed (403): ${err.message || 'the token\'s role may not do this'}`);
     }
     throw new ApiError(res.status, err.code || `http_${res.status}`,
       err.message || `${method} ${path} answered HTTP ${res.status}`, err.details);
@@ -188,7 +193,9 @@ async function poll() {
   const results = await Promise.allSettled(jobs);
   const offline = results.find((r) => r.status === 'rejected' && r.reason.status === 0);
   const failed = results.find((r) => r.status === 'rejected');
+  const locked = results.find((r) => r.status === 'rejected' && r.reason.status === 401);
   if (offline) setConnection('offline', offline.reason.message);
+  else if (locked) setConnection('degraded', locked.reason.message);
   else if (failed) setConnection('degraded', failed.reason.message);
   else setConnection('live', `live · updated ${clock(new Date().toISOString())}`);
   state.polls += 1;
@@ -343,14 +350,14 @@ function orderActions(o, t) {
   }
   if (TERMINAL.has(s)) {
     box.append(button('Remove', 'remove', 'danger', async () => {
-      await api('DELETE', `/api/orders/${o.id}`, { admin: true });
+      await api('DELETE', `/api/orders/${o.id}`);
       if (state.auditId === o.id) $('#audit').close();
     }, `Order #${o.id} removed`));
   }
   for (const d of t.deadLetters) {
     if (d.status === 'FAILED') {
       box.append(button(`Redrive DLQ #${d.id}`, 'redrive', 'warn',
-        () => api('POST', `/api/dlq/${d.id}/retry`, { admin: true }), `Dead letter #${d.id} redriven`));
+        () => api('POST', `/api/dlq/${d.id}/retry`), `Dead letter #${d.id} redriven`));
     }
   }
   return box;
@@ -732,7 +739,7 @@ async function refreshDlq() {
     deadLetters.map((d) => {
       const retry = el('button', { type: 'button', class: 'small warn', data: { action: 'redrive' }, text: 'Retry',
         disabled: d.status !== 'FAILED', title: d.status === 'FAILED' ? 'Run the compensation again' : 'Only a FAILED dead letter can be retried' });
-      retry.addEventListener('click', () => act(retry, () => api('POST', `/api/dlq/${d.id}/retry`, { admin: true }), `Dead letter #${d.id} redriven`));
+      retry.addEventListener('click', () => act(retry, () => api('POST', `/api/dlq/${d.id}/retry`), `Dead letter #${d.id} redriven`));
       const order = el('button', { type: 'button', class: 'link', text: `#${d.aggregateId}` });
       order.addEventListener('click', () => openAudit(Number(d.aggregateId)));
       return el('tr', { data: { dlqId: d.id, status: d.status } }, cell(String(d.id)), cell(order), cell(d.eventType),
@@ -748,7 +755,7 @@ function percent(rate) {
 
 async function putKnob(name, patch) {
   try {
-    const config = await api('PUT', '/api/simulator/config', { body: { services: { [name]: patch } }, admin: true });
+    const config = await api('PUT', '/api/simulator/config', { body: { services: { [name]: patch } } });
     // Not forced: an answer to an earlier change must not overwrite a field being typed in.
     renderKnobs(config);
   } catch (e) {
@@ -937,13 +944,15 @@ function start() {
     state.token = tokenInput.value.trim();
     if (state.token) sessionStorage.setItem(TOKEN_KEY, state.token);
     else sessionStorage.removeItem(TOKEN_KEY);
+    state.fanout = null; // read again with the new token
+    refreshSoon();
   });
   $('#token-form').addEventListener('submit', (e) => e.preventDefault());
   $('#create-form').addEventListener('submit', submitOrder);
   $('#orders-filter').addEventListener('change', () => refreshSoon());
   const reset = $('#sim-reset');
   reset.addEventListener('click', () => act(reset, async () => {
-    await api('POST', '/api/simulator/reset', { admin: true });
+    await api('POST', '/api/simulator/reset');
     renderKnobs(await api('GET', '/api/simulator/config'), true);
   }, 'Simulator reset: initial knobs, empty ledger, no idempotency keys'));
   const dialog = $('#audit');

@@ -165,6 +165,10 @@ TEST_CASE("log.format=json writes one JSON object per line, tagged with the acto
                   log_path("json"));
   http_client client(port);
   REQUIRE(wait_until([&] { return client.get("/readyz").status == 200; }, 20s));
+  // A wrong token and a right one, sent with debug logging on: neither may reach the log.
+  client.set_default_headers({{"Authorization", "Bearer wrong-hidden-guess"}});
+  CHECK(client.get("/api/orders").status == 401);
+  client.set_default_headers({{"Authorization", "Bearer hidden-token"}});
   client.post("/api/orders", R"({"customerId":"C-1","totalAmount":5,"shippingType":"domestic"})");
   REQUIRE(wait_until(
       [&] { return client.get("/api/orders/1").str("/order/status") == "CONFIRMED"; }, 20s));
@@ -172,6 +176,7 @@ TEST_CASE("log.format=json writes one JSON object per line, tagged with the acto
   CHECK(p.wait_exit(10s) == 0);
   auto out = p.output();
   CHECK_FALSE(contains(out, "hidden-token"));
+  CHECK_FALSE(contains(out, "wrong-hidden-guess"));
   std::istringstream lines(out);
   std::string line;
   int parsed = 0;

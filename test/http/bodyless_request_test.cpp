@@ -4,6 +4,7 @@
 #include "conf/loader.hpp"
 #include "simulator/server.hpp"
 #include "simulator/simulator.hpp"
+#include "test/support/legacy_auth.hpp"
 #include "test/support/raw_http.hpp"
 
 #include <doctest/doctest.h>
@@ -23,7 +24,7 @@ struct simulator_fixture {
     s.port = 0;
     s.threads = 4;
     s.read_timeout = 10s;
-    server = std::make_unique<simulator::server>(s, sim, admin_token);
+    server = std::make_unique<simulator::server>(s, sim, admin_token_only(admin_token));
     port = server->bind(0);
     server->start();
   }
@@ -49,7 +50,8 @@ bool contains(const std::string& text, const std::string& part) {
 TEST_CASE_FIXTURE(simulator_fixture,
                   "a body-less POST to a route without a body is answered at once, keep-alive") {
   raw_connection c(port);
-  c.send(curl_request("POST", "/api/simulator/reset", port));
+  const std::string json = "Content-Type: application/json\r\n";
+  c.send(curl_request("POST", "/api/simulator/reset", port, json));
   auto reset = c.read_response(prompt);
   CHECK_MESSAGE(reset.status == 200, reset.head);
   CHECK(contains(reset.body, R"("status":"reset")"));
@@ -58,7 +60,16 @@ TEST_CASE_FIXTURE(simulator_fixture,
   c.send(curl_request("GET", "/healthz", port));
   auto health = c.read_response(prompt);
   CHECK(health.status == 200);
+  c.send(curl_request("POST", "/api/simulator/reset", port, json));
+  CHECK(c.read_response(prompt).status == 200);
+
+  // Without a JSON content type (what an HTML form of another site sends) it is refused, at once
+  // and on a connection that stays usable.
   c.send(curl_request("POST", "/api/simulator/reset", port));
+  auto refused = c.read_response(prompt);
+  CHECK(refused.status == 415);
+  CHECK(contains(refused.body, "Content-Type: application/json"));
+  c.send(curl_request("GET", "/healthz", port));
   CHECK(c.read_response(prompt).status == 200);
 }
 
@@ -83,7 +94,8 @@ TEST_CASE_FIXTURE(simulator_fixture,
 
 TEST_CASE_FIXTURE(simulator_fixture, "Content-Length: 0 and chunked bodies are read as before") {
   raw_connection c(port);
-  c.send(curl_request("POST", "/api/simulator/reset", port, "Content-Length: 0\r\n"));
+  c.send(curl_request("POST", "/api/simulator/reset", port,
+                      "Content-Type: application/json\r\nContent-Length: 0\r\n"));
   CHECK(c.read_response(prompt).status == 200);
   c.send(curl_request("PUT", "/api/simulator/config", port,
                       "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n") +
@@ -104,7 +116,7 @@ TEST_CASE("the admin check of a body-less POST still applies") {
 }
 
 TEST_CASE_FIXTURE(simulator_fixture, "curl -X POST without data resets the simulator") {
-  auto out = run_curl("POST", "/api/simulator/reset", port);
+  auto out = run_curl("POST", "/api/simulator/reset", port, "-H 'Content-Type: application/json'");
   REQUIRE_MESSAGE(!out.empty(), "curl did not run");
   CHECK_MESSAGE(out.substr(out.rfind('\n') + 1) == "200", out);
   CHECK(contains(out, R"("status":"reset")"));

@@ -42,10 +42,10 @@ struct consistency_fixture {
     s.port = 0;
     s.threads = 8;
     server = std::make_unique<http::api_server>(
-        s, std::string(), http::api_dependencies{orders, dead_letters, outbox, [] {
-                                                   return http::readiness_report{};
-                                                 }});
-    sim.install(server->registry(), {});
+        s, http::access_policy(), http::api_dependencies{orders, dead_letters, outbox, [] {
+                                                           return http::readiness_report{};
+                                                         }});
+    sim.install(server->registry());
     simulator::install_consistency_route(server->registry(), audit,
                                          [this] { return sim.ledger(); });
     port = server->bind();

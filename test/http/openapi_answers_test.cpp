@@ -39,21 +39,25 @@ struct openapi_fixture {
     s.threads = 8;
     s.max_body_bytes = 64 * 1024;
     server = std::make_unique<http::api_server>(
-        s, token, http::api_dependencies{orders, dead_letters, outbox, [this] {
-                                           http::readiness_report r;
-                                           r.checks.emplace_back("database", database_state);
-                                           r.checks.emplace_back("listener", "ok");
-                                           return r;
-                                         }});
-    sim.install(server->registry(), token);
+        s, http::access_policy({}, token, {}),
+        http::api_dependencies{orders, dead_letters, outbox, [this] {
+                                 http::readiness_report r;
+                                 r.checks.emplace_back("database", database_state);
+                                 r.checks.emplace_back("listener", "ok");
+                                 return r;
+                               }});
+    sim.install(server->registry());
     simulator::install_consistency_route(server->registry(), audit,
                                          [this] { return sim.ledger(); });
     port = server->bind();
     server->start();
     client = std::make_unique<http_client>(port);
+    client->set_default_headers(bearer); // the admin token: every route needs one
+    anonymous = std::make_unique<http_client>(port);
   }
   ~openapi_fixture() {
     client.reset();
+    anonymous.reset();
     sim.stop();
     server->stop();
   }
@@ -152,6 +156,7 @@ struct openapi_fixture {
   std::unique_ptr<http::api_server> server;
   int port = 0;
   std::unique_ptr<http_client> client;
+  std::unique_ptr<http_client> anonymous; // sends no token
   std::set<std::pair<std::pair<std::string, std::string>, int>> answered;
 };
 
@@ -332,7 +337,7 @@ TEST_CASE_FIXTURE(openapi_fixture, "every documented operation answers what the 
   expect("GET", "/api/dlq/{id}", client->get("/api/dlq/" + id(pending)), 200);
   expect("GET", "/api/dlq/{id}", client->get("/api/dlq/999"), 404);
   auto retry = "/api/dlq/" + id(failed) + "/retry";
-  expect("POST", "/api/dlq/{id}/retry", client->post(retry, ""), 401);
+  expect("POST", "/api/dlq/{id}/retry", anonymous->post(retry, ""), 401);
   expect("POST", "/api/dlq/{id}/retry", client->post(retry, "", bearer), 202);
   expect("POST", "/api/dlq/{id}/retry", client->post(retry, "", bearer), 409);
   expect("POST", "/api/dlq/{id}/retry", client->post("/api/dlq/999/retry", "", bearer), 404);
@@ -363,7 +368,7 @@ TEST_CASE_FIXTURE(openapi_fixture, "every documented operation answers what the 
 
   auto remove = "/api/orders/" + id(third);
   expect("DELETE", "/api/orders/{id}", client->del(remove, bearer), 409);
-  expect("DELETE", "/api/orders/{id}", client->del(remove), 401);
+  expect("DELETE", "/api/orders/{id}", anonymous->del(remove), 401);
   sql("UPDATE orders SET order_status = 'DELIVERED' WHERE id = " + id(third));
   expect("DELETE", "/api/orders/{id}", client->del(remove, bearer), 204);
   expect("DELETE", "/api/orders/{id}", client->del(remove, bearer), 404);
@@ -374,7 +379,7 @@ TEST_CASE_FIXTURE(openapi_fixture, "every documented operation answers what the 
                R"(07:28:00 GMT", "latencyMs": [0, 1]}, "inventory.reserve": {"retryAfter": 3,)"
                R"( "latencyMs": 0, "failureRate": 0.25, "failNext": 0}}})";
   expect("PUT", "/api/simulator/config", client->put("/api/simulator/config", knobs, bearer), 200);
-  expect("PUT", "/api/simulator/config", client->put("/api/simulator/config", knobs), 401);
+  expect("PUT", "/api/simulator/config", anonymous->put("/api/simulator/config", knobs), 401);
   expect("PUT", "/api/simulator/config",
          client->put("/api/simulator/config",
                      R"({"services": {"billing.charge": {"failureRate": 2, "colour": 1}}})",
@@ -410,7 +415,7 @@ TEST_CASE_FIXTURE(openapi_fixture, "every documented operation answers what the 
   auto report = client->get("/api/admin/consistency");
   expect("GET", "/api/admin/consistency", report, 200);
   CHECK(report.json["violations"].Size() > 0);
-  expect("POST", "/api/simulator/reset", client->post("/api/simulator/reset", ""), 401);
+  expect("POST", "/api/simulator/reset", anonymous->post("/api/simulator/reset", ""), 401);
   expect("POST", "/api/simulator/reset", client->post("/api/simulator/reset", "", bearer), 200);
 
   // Health and metrics.

@@ -1,16 +1,9 @@
 // The routes `outboxd serve` serves, wired by the same function serve calls, against
 // docs/openapi.json: the API routes are exactly the documented operations, the simulated partner
 // services stay out of the document, and every listed route is really routed.
-#include "app/served_routes.hpp"
 #include "conf/loader.hpp"
-#include "http/api_server.hpp"
-#include "persistence/audit_repository.hpp"
-#include "persistence/connection_pool.hpp"
-#include "persistence/dead_letter_admin.hpp"
-#include "persistence/order_repository.hpp"
-#include "persistence/outbox_admin.hpp"
-#include "persistence/statements.hpp"
 #include "simulator/server.hpp"
+#include "test/http/served_server.hpp"
 #include "test/support/openapi.hpp"
 #include "test/support/raw_http.hpp"
 
@@ -40,50 +33,6 @@ bool under_simulated_prefix(const std::string& path) {
 std::string show(const openapi_operation& op) {
   return op.method + " " + op.path;
 }
-
-/// The server as serve builds it, over a database that is never reached: the routes are listed
-/// and called without one (API handlers then answer 503, which is still "routed").
-struct served_server {
-  explicit served_server(bool simulator_enabled) {
-    auto loaded = conf::load({});
-    REQUIRE(loaded.value);
-    settings = *loaded.value;
-    settings.server.port = 0;
-    settings.server.threads = 4;
-    settings.simulator.enabled = simulator_enabled;
-    server = std::make_unique<http::api_server>(
-        settings.server, settings.admin.token,
-        http::api_dependencies{orders, dead_letters, outbox,
-                               [] { return http::readiness_report{}; }},
-        settings.http);
-    sim = app::install_served_routes(server->registry(), settings, audit);
-  }
-  ~served_server() {
-    if (sim)
-      sim->stop();
-    server->stop();
-  }
-
-  /// The served routes of `kind` as (method, path) pairs.
-  std::set<openapi_operation> of_kind(http::route_kind kind) const {
-    std::set<openapi_operation> out;
-    for (const auto& r : server->served_routes())
-      if (r.kind == kind)
-        out.insert({r.method, r.path});
-    return out;
-  }
-
-  conf::settings settings;
-  persistence::connection_pool pool{
-      persistence::make_conninfo("host=127.0.0.1 port=1 user=postgres", std::chrono::seconds(1)), 2,
-      persistence::pooled_statements()};
-  persistence::order_repository orders{pool};
-  persistence::dead_letter_admin dead_letters{pool};
-  persistence::outbox_admin outbox{pool};
-  persistence::audit_repository audit{pool};
-  std::unique_ptr<http::api_server> server;
-  std::unique_ptr<simulator::simulator> sim;
-};
 
 std::set<openapi_operation> documented() {
   auto ops = openapi_operations();
@@ -171,7 +120,8 @@ TEST_CASE("the standalone simulator serves /healthz and the same simulator route
   simulator::server standalone(loaded.value->server, sim, {});
   auto routes = standalone.routes();
   REQUIRE(!routes.empty());
-  CHECK(routes.front() == http::route_info{"GET", "/healthz", false, http::route_kind::api});
+  CHECK(routes.front() ==
+        http::route_info{"GET", "/healthz", http::access::open, http::route_kind::api});
   routes.erase(routes.begin());
   CHECK(routes == in_process);
 }

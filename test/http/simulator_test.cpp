@@ -7,6 +7,7 @@
 #include "simulator/server.hpp"
 #include "simulator/simulator.hpp"
 #include "test/support/http_client.hpp"
+#include "test/support/legacy_auth.hpp"
 #include "test/support/process.hpp"
 
 #include <atomic>
@@ -86,7 +87,7 @@ struct sim_fixture {
     conf::server_settings s;
     s.port = 0;
     s.threads = 24;
-    server = std::make_unique<simulator::server>(s, sim, admin_token);
+    server = std::make_unique<simulator::server>(s, sim, admin_token_only(admin_token));
     port = server->bind(0);
     server->start();
     client = std::make_unique<http_client>(port);

@@ -68,6 +68,10 @@ http_client::http_client(int port) : client_(std::make_unique<httplib::Client>("
 
 http_client::~http_client() = default;
 
+void http_client::set_default_headers(const std::map<std::string, std::string>& headers) {
+  client_->set_default_headers({headers.begin(), headers.end()});
+}
+
 http_response http_client::get(const std::string& path) {
   return convert(client_->Get(path.c_str()));
 }

@@ -34,6 +34,9 @@ public:
   explicit http_client(int port);
   ~http_client();
 
+  /// Headers sent with every later request (e.g. an Authorization token).
+  void set_default_headers(const std::map<std::string, std::string>& headers);
+
   http_response get(const std::string& path);
   http_response del(const std::string& path,
                     const std::map<std::string, std::string>& headers = {});

@@ -2,6 +2,7 @@
 // ${simulator.baseUrl} resolution, every validation rule, durations and secret masking.
 #include "conf/loader.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <doctest/doctest.h>
@@ -235,10 +236,10 @@ TEST_CASE("changing the port through the environment moves every route to the ne
 
 TEST_CASE("a wildcard bind address makes the routes use loopback") {
   for (const char* host : {"0.0.0.0", "::"}) {
-    auto r = load_with({std::string("server.host=") + host});
+    auto r = load_with({std::string("server.host=") + host, "auth.allowAnonymous=true"});
     CHECK(loaded(r).simulator.base_url == "http://127.0.0.1:9000");
   }
-  auto r = load_with({"server.host=10.1.2.3", "server.port=8080"});
+  auto r = load_with({"server.host=10.1.2.3", "server.port=8080", "auth.allowAnonymous=true"});
   CHECK(loaded(r).simulator.base_url == "http://10.1.2.3:8080");
   auto v6 = load_with({"server.host=::1"});
   CHECK(loaded(v6).simulator.base_url == "http://[::1]:9000");
@@ -1139,4 +1140,104 @@ TEST_CASE("a retry budget in time must allow at least one backoff") {
                   "http.routes.billing.retryFor (10ms) must be at least outbox.backoff.base");
   CHECK_SET_ERROR("outbox.retryFor=forever", "outbox.retryFor must be a duration");
   CHECK(load_with({"outbox.retryFor=1s", "dlq.retryFor=10m"}).errors.empty());
+}
+
+TEST_CASE("auth.tokens load with their roles, from the file or OUTBOXD_AUTH_TOKENS") {
+  const std::string tokens = R"([{"name":"dash","role":"read","sha256":")" + std::string(64, 'a') +
+                             R"("},{"name":"ops","role":"admin","sha256":")" +
+                             std::string(64, 'B') + R"("}])";
+  auto r = load_with({}, {{"OUTBOXD_AUTH_TOKENS", tokens}});
+  const auto& s = loaded(r);
+  REQUIRE(s.auth.tokens.size() == 2);
+  CHECK(s.auth.tokens[0].name == "dash");
+  CHECK(s.auth.tokens[0].granted == role::read);
+  CHECK(s.auth.tokens[0].sha256[0] == 0xaa);
+  CHECK(s.auth.tokens[1].granted == role::admin);
+  CHECK(s.auth.tokens[1].sha256[31] == 0xbb);
+  CHECK_FALSE(s.auth.allow_anonymous);
+  CHECK(s.auth.metrics_role == role::read);
+  // The effective configuration shows which hash, never all of it.
+  CHECK(r.effective_json.find(std::string(64, 'a')) == std::string::npos);
+  CHECK(r.effective_json.find("aaaaaaaa...") != std::string::npos);
+
+  auto none = load_with({"auth.metricsRole=none", "auth.anonymousRole=write"});
+  CHECK_FALSE(loaded(none).auth.metrics_role.has_value());
+  CHECK(loaded(none).auth.anonymous_role == role::write);
+}
+
+TEST_CASE("bad auth settings are refused naming the key, without repeating a token") {
+  auto with_tokens = [](const std::string& json) {
+    return load_with({}, {{"OUTBOXD_AUTH_TOKENS", json}});
+  };
+  const std::string hash(64, 'c');
+  CHECK_ERROR(with_tokens(R"([{"name":"x","role":"root","sha256":")" + hash + R"("}])"),
+              "auth.tokens[0].role must be one of read write admin");
+  CHECK_ERROR(with_tokens(R"([{"name":"x","sha256":")" + hash + R"("}])"),
+              "auth.tokens[0].role is missing");
+  CHECK_ERROR(with_tokens(R"([{"name":"x","role":"read","sha256":"abc"}])"),
+              "auth.tokens[0].sha256 must be 64 hex digits");
+  CHECK_ERROR(
+      with_tokens(R"([{"name":"x","role":"read","sha256":")" + std::string(64, 'g') + R"("}])"),
+      "auth.tokens[0].sha256 must be 64 hex digits");
+  CHECK_ERROR(with_tokens(R"([{"role":"read","sha256":")" + hash + R"("}])"),
+              "auth.tokens[0].name is missing");
+  CHECK_ERROR(with_tokens(R"([{"name":"a","role":"read","sha256":")" + hash +
+                          R"("},{"name":"b","role":"admin","sha256":")" + hash + R"("}])"),
+              "auth.tokens[1] has the same sha256 as the token named \"a\"");
+  CHECK_ERROR(with_tokens(R"([{"name":"a","role":"read","sha256":")" + hash + R"(","secret":1}])"),
+              "unknown key auth.tokens[0].secret");
+  // A token pasted where the list belongs: refused, and the error does not repeat it.
+  auto pasted = with_tokens("my-plain-secret-token");
+  CHECK_ERROR(pasted, "auth.tokens must be an array");
+  for (const auto& e : pasted.errors)
+    CHECK(e.find("my-plain-secret-token") == std::string::npos);
+  CHECK(pasted.effective_json.find("my-plain-secret-token") == std::string::npos);
+  CHECK_SET_ERROR("auth.metricsRole=everyone", "auth.metricsRole must be one of none read");
+  CHECK_SET_ERROR("auth.anonymousRole=none", "auth.anonymousRole must be one of read write admin");
+  CHECK_SET_ERROR("auth.allowAnonymous=maybe", "auth.allowAnonymous must be true or false");
+}
+
+TEST_CASE("a reachable address without tokens is refused unless anonymous access is explicit") {
+  for (const char* host : {"0.0.0.0", "::", "10.1.2.3", "example.com"}) {
+    CAPTURE(host);
+    CHECK_ERROR(load_with({std::string("server.host=") + host}),
+                "can be reached from other machines and no token is configured");
+    CHECK(load_with({std::string("server.host=") + host, "auth.allowAnonymous=true"}).value);
+    CHECK(load_with({std::string("server.host=") + host, "admin.token=t"}).value);
+    CHECK(load_with({std::string("server.host=") + host},
+                    {{"OUTBOXD_AUTH_TOKENS", R"([{"name":"a","role":"read","sha256":")" +
+                                                 std::string(64, 'd') + R"("}])"}})
+              .value);
+  }
+  for (const char* host : {"127.0.0.1", "127.0.0.2", "::1", "localhost"}) {
+    CAPTURE(host);
+    CHECK(load_with({std::string("server.host=") + host}).value);
+  }
+  auto anonymous = load_with({"server.host=0.0.0.0", "auth.allowAnonymous=true"});
+  auto warnings = start_up_warnings(loaded(anonymous));
+  CHECK(std::any_of(warnings.begin(), warnings.end(), [](const std::string& w) {
+    return w.find("is served to anyone without a token") != std::string::npos;
+  }));
+}
+
+TEST_CASE("server.allowedOrigins and server.tls are checked at start") {
+  auto ok =
+      load_with({R"(server.allowedOrigins=["https://ops.example.com","http://LOCALHOST:3000"])"});
+  CHECK(loaded(ok).server.allowed_origins ==
+        std::vector<std::string>{"https://ops.example.com", "http://localhost:3000"});
+  for (const char* bad : {"*", "https://ops.example.com/", "ftp://x", "https://", "null"}) {
+    CAPTURE(bad);
+    CHECK_ERROR(load_with({std::string(R"(server.allowedOrigins=[")") + bad + "\"]"}),
+                "server.allowedOrigins[0] must be an origin");
+  }
+  CHECK_SET_ERROR("server.allowedOrigins=5", "server.allowedOrigins must be an array");
+  CHECK_SET_ERROR("server.tls.certFile=/nonexistent/cert.pem",
+                  "server.tls.certFile cannot be used");
+  CHECK_ERROR(load_with({"server.tls.certFile=/etc/hostname"}), "not a PEM file");
+  temp_dir dir;
+  auto pem = dir.write("c.pem", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+  CHECK_ERROR(load_with({"server.tls.certFile=" + pem}),
+              "server.tls.certFile and server.tls.keyFile must be set together");
+  CHECK_ERROR(load_with({"server.tls.clientCaFile=" + pem}),
+              "server.tls.clientCaFile needs server.tls.certFile");
 }

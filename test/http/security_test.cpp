@@ -1,0 +1,315 @@
+// Who may call what, on the server `outboxd serve` builds: every served route × {no token, a
+// wrong token, each role} against the role this file expects of it (a new route fails until it is
+// listed here), wrong tokens of every shape, and the forgery rules (content type, Origin, CORS).
+// The database is never reached: a request that passes the checks gets a 503 from its handler,
+// so a 401, 403 or 415 proves the handler did not run.
+#include "http/auth.hpp"
+#include "test/http/served_server.hpp"
+#include "test/support/http_client.hpp"
+#include "test/support/raw_http.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <map>
+#include <optional>
+
+using namespace outboxd;
+using namespace outboxd::test;
+
+namespace {
+
+std::string hex_sha256(const std::string& token) {
+  std::string out;
+  for (auto byte : http::sha256(token))
+    out += fmt::format("{:02x}", byte);
+  return out;
+}
+
+const char* read_token = "read-token-7f3a";
+const char* write_token = "write-token-91cc";
+const char* admin_token = "admin-token-0d5e";
+
+std::string tokens_setting() {
+  return fmt::format(R"(auth.tokens=[{{"name":"dash","role":"read","sha256":"{}"}},)"
+                     R"({{"name":"shop","role":"write","sha256":"{}"}},)"
+                     R"({{"name":"ops","role":"admin","sha256":"{}"}}])",
+                     hex_sha256(read_token), hex_sha256(write_token), hex_sha256(admin_token));
+}
+
+/// What each route of outboxd's API needs. Simulated partner services and the UI's files are
+/// open by their kind; everything else must be listed here.
+const std::map<openapi_operation, http::access> expected_access = {
+    {{"GET", "/healthz"}, http::access::open},
+    {{"GET", "/readyz"}, http::access::open},
+    {{"GET", "/metrics"}, http::access::metrics},
+    {{"POST", "/api/orders"}, http::access::write},
+    {{"GET", "/api/orders"}, http::access::read},
+    {{"GET", "/api/orders/{id}"}, http::access::read},
+    {{"PUT", "/api/orders/{id}/status"}, http::access::write},
+    {{"POST", "/api/orders/{id}/cancel"}, http::access::write},
+    {{"DELETE", "/api/orders/{id}"}, http::access::admin},
+    {{"GET", "/api/outbox/stats"}, http::access::read},
+    {{"GET", "/api/outbox/fanout"}, http::access::read},
+    {{"GET", "/api/outbox/events"}, http::access::read},
+    {{"GET", "/api/outbox/events/{id}"}, http::access::read},
+    {{"GET", "/api/dlq"}, http::access::read},
+    {{"GET", "/api/dlq/{id}"}, http::access::read},
+    {{"POST", "/api/dlq/{id}/retry"}, http::access::admin},
+    {{"GET", "/api/simulator/config"}, http::access::read},
+    {{"PUT", "/api/simulator/config"}, http::access::admin},
+    {{"POST", "/api/simulator/reset"}, http::access::admin},
+    {{"GET", "/api/simulator/ledger"}, http::access::read},
+    {{"GET", "/api/admin/consistency"}, http::access::admin},
+};
+
+http::access expected_of(const http::route_info& r) {
+  if (r.kind != http::route_kind::api)
+    return http::access::open;
+  auto it = expected_access.find({r.method, r.path});
+  return it == expected_access.end() ? http::access::open : it->second;
+}
+
+std::string concrete(std::string path) {
+  for (auto at = path.find('{'); at != std::string::npos; at = path.find('{'))
+    path.replace(at, path.find('}', at) - at + 1, "1");
+  return path;
+}
+
+http_response call(http_client& c, const std::string& method, const std::string& path,
+                   const std::map<std::string, std::string>& headers) {
+  if (method == "GET") {
+    c.set_default_headers(headers);
+    auto r = c.get(path);
+    c.set_default_headers({});
+    return r;
+  }
+  if (method == "POST")
+    return c.post(path, "{}", headers);
+  if (method == "PUT")
+    return c.put(path, "{}", headers);
+  return c.del(path, headers);
+}
+
+struct identity {
+  const char* name;
+  std::optional<std::string> token; // nullopt: no Authorization header
+  int rank;                         // 0 none/wrong, 1 read, 2 write, 3 admin
+};
+
+const identity identities[] = {
+    {"no token", std::nullopt, 0}, {"a wrong token", "not-a-token", 0}, {"read", read_token, 1},
+    {"write", write_token, 2},     {"admin", admin_token, 3},
+};
+
+int rank_needed(http::access a) {
+  switch (a) {
+  case http::access::open:
+    return 0;
+  case http::access::read:
+  case http::access::metrics: // auth.metricsRole defaults to read
+    return 1;
+  case http::access::write:
+    return 2;
+  case http::access::admin:
+    return 3;
+  }
+  return 3;
+}
+
+} // namespace
+
+TEST_CASE("every route is listed with the role it needs, and the server enforces that role") {
+  served_server s(true, {tokens_setting()});
+  int port = s.start();
+  http_client client(port);
+  int checked = 0;
+  for (const auto& r : s.server->served_routes()) {
+    CAPTURE(r.method);
+    CAPTURE(r.path);
+    if (r.kind == http::route_kind::api)
+      CHECK_MESSAGE(expected_access.count({r.method, r.path}) == 1,
+                    "a new route: list the role it needs in expected_access");
+    CHECK(r.needs == expected_of(r));
+    int needed = rank_needed(expected_of(r));
+    for (const auto& who : identities) {
+      CAPTURE(who.name);
+      std::map<std::string, std::string> headers;
+      if (who.token)
+        headers["Authorization"] = "Bearer " + *who.token;
+      auto answer = call(client, r.method, concrete(r.path), headers);
+      if (needed == 0 || who.rank >= needed) {
+        CHECK(answer.status != 401);
+        CHECK(answer.status != 403);
+      } else if (who.rank == 0) {
+        CHECK(answer.status == 401);
+        CHECK(answer.body.find(R"("code":"unauthorized")") != std::string::npos);
+        CHECK(answer.header("WWW-Authenticate") == "Bearer realm=\"outboxd\"");
+      } else {
+        CHECK(answer.status == 403);
+        CHECK(answer.body.find(R"("code":"forbidden")") != std::string::npos);
+      }
+      ++checked;
+    }
+  }
+  CHECK(checked > 5 * 40);
+}
+
+TEST_CASE("a wrong token of any shape or length gets the same 401, and no token is echoed") {
+  served_server s(false, {tokens_setting()});
+  http_client client(s.start());
+  std::string admin(admin_token);
+  const std::string wrong[] = {
+      "",
+      "x",
+      admin.substr(0, admin.size() - 1),
+      admin + "x",
+      std::string(64, 'a'),
+      hex_sha256(admin_token), // the configured digest itself is not a token
+      std::string(5000, 'z'),
+      " " + admin + "x",
+  };
+  std::optional<std::string> first_body;
+  for (const auto& token : wrong) {
+    CAPTURE(token.size());
+    client.set_default_headers({{"Authorization", "Bearer " + token}});
+    auto r = client.get("/api/orders");
+    CHECK(r.status == 401);
+    CHECK(r.body.find(token.empty() ? "\x01" : token) == std::string::npos);
+    if (!token.empty() && token != " " + admin + "x") {
+      if (!first_body)
+        first_body = r.body;
+      CHECK(r.body == *first_body);
+    }
+  }
+  for (const char* header : {"Basic YWRtaW46YWRtaW4=", "Bearer", "Token abc", admin_token}) {
+    CAPTURE(header);
+    client.set_default_headers({{"Authorization", header}});
+    CHECK(client.get("/api/orders").status == 401);
+  }
+  // The scheme is case-insensitive and surrounding spaces are ignored, as HTTP allows.
+  client.set_default_headers({{"Authorization", std::string("bearer  ") + read_token + " "}});
+  CHECK(client.get("/api/orders").status != 401);
+}
+
+TEST_CASE("auth.metricsRole and auth.allowAnonymous decide what a request without a token gets") {
+  {
+    served_server s(false, {tokens_setting(), "auth.metricsRole=none"});
+    http_client client(s.start());
+    CHECK(client.get("/metrics").status == 200);
+    CHECK(client.get("/api/orders").status == 401);
+  }
+  {
+    served_server s(false, {tokens_setting(), "auth.metricsRole=admin"});
+    http_client client(s.start());
+    client.set_default_headers({{"Authorization", std::string("Bearer ") + write_token}});
+    CHECK(client.get("/metrics").status == 403);
+  }
+  {
+    served_server s(true, {tokens_setting(), "auth.allowAnonymous=true"});
+    http_client client(s.start());
+    CHECK(client.get("/api/orders").status == 503); // read: allowed, the database is not there
+    CHECK(client.post("/api/orders", "{}").status == 401);
+    client.set_default_headers({{"Authorization", "Bearer wrong"}});
+    CHECK(client.get("/api/orders").status == 401); // a wrong token is never anonymous
+  }
+  {
+    served_server s(true,
+                    {tokens_setting(), "auth.allowAnonymous=true", "auth.anonymousRole=write"});
+    http_client client(s.start());
+    CHECK(client.post("/api/orders", "{}").status == 422); // validated, so allowed
+    CHECK(client.post("/api/dlq/1/retry", "").status == 401);
+  }
+  {
+    // The plain-text admin.token of older configurations is one more admin token.
+    served_server s(true, {"admin.token=legacy-secret"});
+    http_client client(s.start());
+    CHECK(client.get("/api/orders").status == 401);
+    client.set_default_headers({{"Authorization", "Bearer legacy-secret"}});
+    CHECK(client.post("/api/dlq/1/retry", "").status == 503);
+  }
+}
+
+TEST_CASE("without tokens on loopback everything is open, as before") {
+  served_server s(true);
+  http_client client(s.start());
+  CHECK(client.get("/api/orders").status == 503);
+  CHECK(client.post("/api/dlq/1/retry", "").status == 503);
+  CHECK(client.get("/api/admin/consistency").status != 401);
+}
+
+// What a web page of another site can make a browser send, without and with tokens configured.
+TEST_CASE("a page of another site cannot change anything: forms, text bodies, foreign origins") {
+  served_server s(true, {R"(server.allowedOrigins=["https://ops.example.com"])"});
+  int port = s.start();
+  auto send = [&](const std::string& method, const std::string& path, const std::string& headers,
+                  const std::string& body = "") {
+    raw_connection c(port);
+    c.send(method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n" +
+           headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+    return c.read_response(std::chrono::seconds(5));
+  };
+  const std::string cancel = "/api/orders/1/cancel";
+  // An HTML form's content types, with no Origin (an old browser) or a foreign one.
+  for (const char* type :
+       {"application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "text/plain"}) {
+    CAPTURE(type);
+    // A malformed multipart body is refused by the HTTP library before routing (400).
+    bool multipart = std::string(type).rfind("multipart/", 0) == 0;
+    auto r = send("POST", cancel, std::string("Content-Type: ") + type + "\r\n", "reason=x");
+    CHECK(r.status == (multipart ? 400 : 415));
+    if (!multipart)
+      CHECK(r.body.find("Content-Type: application/json") != std::string::npos);
+    auto foreign = send(
+        "POST", cancel,
+        std::string("Content-Type: ") + type + "\r\nOrigin: https://evil.example\r\n", "reason=x");
+    CHECK(foreign.status == (multipart ? 400 : 403));
+  }
+  CHECK(send("POST", cancel, "").status == 415); // no type at all, empty body
+  // JSON from a foreign origin (only possible after a preflight, which it does not get).
+  auto foreign_json =
+      send("POST", cancel, "Content-Type: application/json\r\nOrigin: https://evil.example\r\n");
+  CHECK(foreign_json.status == 403);
+  CHECK(foreign_json.body.find("server.allowedOrigins") != std::string::npos);
+  CHECK(send("POST", cancel, "Content-Type: application/json\r\nOrigin: null\r\n").status == 403);
+  CHECK(send("POST", cancel, "Content-Type: application/json\r\nSec-Fetch-Site: cross-site\r\n")
+            .status == 403);
+  CHECK(send("DELETE", "/api/orders/1", "Origin: https://evil.example\r\n").status == 403);
+  CHECK(send("PUT", "/api/simulator/config", "Origin: https://evil.example\r\n", "{}").status ==
+        403);
+  // The simulated partners are open to calls, but not to other sites' pages either.
+  CHECK(send("POST", "/api/billing", "Origin: https://evil.example\r\n", "{}").status == 403);
+
+  // The UI's own origin, and a configured one, pass (the handler runs: 503 without a database).
+  auto same =
+      send("POST", cancel,
+           "Content-Type: application/json\r\nOrigin: http://127.0.0.1:" + std::to_string(port) +
+               "\r\nSec-Fetch-Site: same-origin\r\n");
+  CHECK(same.status == 503);
+  auto allowed =
+      send("POST", cancel, "Content-Type: application/json\r\nOrigin: https://ops.example.com\r\n");
+  CHECK(allowed.status == 503);
+  CHECK(allowed.head.find("Access-Control-Allow-Origin: https://ops.example.com") !=
+        std::string::npos);
+  // A token header is what a page cannot add without a preflight: it passes without a JSON type.
+  CHECK(send("POST", cancel, "Authorization: Bearer anything\r\n").status == 503);
+
+  // Preflights: answered for the configured origin only.
+  auto preflight = [&](const char* origin) {
+    return send("OPTIONS", cancel,
+                std::string("Origin: ") + origin +
+                    "\r\nAccess-Control-Request-Method: POST\r\n"
+                    "Access-Control-Request-Headers: content-type, authorization\r\n");
+  };
+  auto ok = preflight("https://ops.example.com");
+  CHECK(ok.status == 204);
+  CHECK(ok.head.find("Access-Control-Allow-Origin: https://ops.example.com") != std::string::npos);
+  CHECK(ok.head.find("Access-Control-Allow-Headers: Authorization, Content-Type") !=
+        std::string::npos);
+  auto refused = preflight("https://evil.example");
+  CHECK(refused.status == 403);
+  CHECK(refused.head.find("Access-Control-Allow") == std::string::npos);
+  // A read from a foreign origin gets its answer but no CORS header, so its page cannot see it.
+  auto read = send("GET", "/healthz", "Origin: https://evil.example\r\n");
+  CHECK(read.status == 200);
+  CHECK(read.head.find("Access-Control-Allow-Origin") == std::string::npos);
+}

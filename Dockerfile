@@ -14,7 +14,9 @@ RUN bash /tmp/install-deps.sh --runtime && rm -rf /var/lib/apt/lists/* /tmp/inst
 COPY --from=build /src/build/release/outboxd /usr/local/bin/outboxd
 COPY conf/application.json /etc/outboxd/application.json
 USER outboxd
-# The container listens on every interface: set OUTBOXD_ADMIN_TOKEN when it is reachable.
+# The container listens on every interface, so it refuses to start without tokens: set
+# OUTBOXD_AUTH_TOKENS (a JSON list of {name, role, sha256}), or OUTBOXD_AUTH_ALLOWANONYMOUS=true
+# on a network you trust. The README's "Security" section shows how to make a token.
 ENV OUTBOXD_SERVER_HOST=0.0.0.0 OUTBOXD_SERVER_PORT=9000
 EXPOSE 9000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \

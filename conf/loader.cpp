@@ -248,10 +248,10 @@ std::optional<std::string> tls_pair_problem(const std::string& cert, const std::
     return std::string("OpenSSL could not start");
   if (SSL_CTX_use_certificate_chain_file(ctx.get(), cert.c_str()) != 1)
     return std::string("the certificate does not load");
-  if (SSL_CTX_use_PrivateKey_file(ctx.get(), key.c_str(), SSL_FILETYPE_PEM) != 1)
-    return std::string("the private key does not load");
-  if (SSL_CTX_check_private_key(ctx.get()) != 1)
-    return std::string("the private key does not belong to the certificate");
+  // OpenSSL checks here that the key belongs to the certificate, too.
+  if (SSL_CTX_use_PrivateKey_file(ctx.get(), key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(ctx.get()) != 1)
+    return std::string("the private key does not load or does not belong to the certificate");
   return std::nullopt;
 }
 
@@ -398,6 +398,10 @@ void apply_environment(Document& doc, const std::map<std::string, std::string>& 
           fmt::format("environment variable {} does not name a configuration key", name));
       continue;
     }
+    // As for DATABASE_URL: compose files pass variables through empty, meaning "not set". Only a
+    // string key can be set to the empty string this way.
+    if (text.empty() && !target.value->IsString())
+      continue;
     set_typed(*target.value, text, target.path, name, alloc, errors);
   }
 }
@@ -490,7 +494,11 @@ base_url_state resolve_base_url(Document& doc) {
       host = "127.0.0.1";
     if (host.find(':') != std::string::npos && host.front() != '[')
       host = "[" + host + "]";
-    base = fmt::format("http://{}:{}", host, port->GetInt64());
+    // A listener with a certificate speaks HTTPS only.
+    const Value* tls = server ? member(*server, "tls") : nullptr;
+    const Value* cert = tls && tls->IsObject() ? member(*tls, "certFile") : nullptr;
+    bool https = cert && cert->IsString() && cert->GetStringLength() > 0;
+    base = fmt::format("{}://{}:{}", https ? "https" : "http", host, port->GetInt64());
   }
   if (!base.empty() && base.back() == '/')
     base.pop_back();

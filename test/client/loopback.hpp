@@ -2,6 +2,8 @@
 // as badly as a real remote does, and a throwaway PKI made with the `openssl` command.
 #pragma once
 
+#include "test/support/test_pki.hpp"
+
 #include <atomic>
 #include <functional>
 #include <mutex>
@@ -45,21 +47,5 @@ private:
 std::string read_request(int fd);
 /// Writes all of `bytes`; false once the peer is gone.
 bool write_all(int fd, const std::string& bytes);
-
-/// A CA and certificates signed by it, made in a temporary directory once per test run.
-struct test_pki {
-  std::string dir;
-  std::string ca;          // the test CA's certificate
-  std::string server_cert; // for IP 127.0.0.1 and DNS localhost
-  std::string server_key;
-  std::string named_cert; // for DNS outboxd.test only
-  std::string named_key;
-  std::string expired_cert; // for 127.0.0.1, valid in 2020 only (server_key)
-  std::string client_cert;  // a client certificate, CN outboxd
-  std::string client_key;
-};
-
-/// The shared PKI (made at first use; REQUIREs that openssl works).
-const test_pki& pki();
 
 } // namespace outboxd::test

@@ -1160,6 +1160,13 @@ TEST_CASE("auth.tokens load with their roles, from the file or OUTBOXD_AUTH_TOKE
   CHECK(r.effective_json.find(std::string(64, 'a')) == std::string::npos);
   CHECK(r.effective_json.find("aaaaaaaa...") != std::string::npos);
 
+  // Compose passes unset variables through empty: an empty value leaves a non-string key alone.
+  auto empty = load_with({}, {{"OUTBOXD_AUTH_TOKENS", ""},
+                              {"OUTBOXD_AUTH_ALLOWANONYMOUS", ""},
+                              {"OUTBOXD_OUTBOX_POOLSIZE", ""}});
+  CHECK(loaded(empty).auth.tokens.empty());
+  CHECK(loaded(empty).outbox.pool_size == 3);
+
   auto none = load_with({"auth.metricsRole=none", "auth.anonymousRole=write"});
   CHECK_FALSE(loaded(none).auth.metrics_role.has_value());
   CHECK(loaded(none).auth.anonymous_role == role::write);

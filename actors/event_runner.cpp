@@ -5,6 +5,7 @@
 #include "domain/delivery.hpp"
 #include "domain/response_body.hpp"
 #include "domain/revert.hpp"
+#include "domain/secrets.hpp"
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
 #include "persistence/connection_pool.hpp"
@@ -69,8 +70,10 @@ std::int64_t now_unix_ms() {
 /// Fills the response columns of `row` from `r`, and the error for a non-success. Whatever the
 /// destination sent, the row can be inserted: the body goes to the one column that holds it
 /// unchanged, and every text column gets well-formed UTF-8 without NUL.
+/// Credentials of the destination (`secrets`) that its answer echoes are stored as "***".
 void fill_response(persistence::attempt_row& row, const client::call_result& r,
-                   domain::attempt_outcome outcome) {
+                   domain::attempt_outcome outcome, const std::vector<std::string>& secrets) {
+  auto body = domain::mask_secrets(r.body, secrets);
   row.response_status = r.status;
   row.duration_ms = static_cast<int>(r.duration.count());
   if (r.status) {
@@ -78,11 +81,11 @@ void fill_response(persistence::attempt_row& row, const client::call_result& r,
       row.response_content_type = domain::readable_text(r.content_type, max_error_body);
     row.response_truncated = r.truncated;
   }
-  domain::store_body(row, r.body);
+  domain::store_body(row, body);
   row.outcome = outcome;
   if (outcome != domain::attempt_outcome::success)
     row.error_message = r.status ? fmt::format("HTTP {}: {}", *r.status,
-                                               domain::readable_text(r.body, max_error_body))
+                                               domain::readable_text(body, max_error_body))
                                  : domain::readable_text(r.error);
 }
 
@@ -456,7 +459,7 @@ task<event_runner::step_result> event_runner::call_step(const persistence::claim
   }
   const auto& result = std::get<client::call_result>(call);
   auto outcome = domain::classify(dest.method, result.status);
-  fill_response(row, result, outcome);
+  fill_response(row, result, outcome, domain::credential_values(dest.headers));
   log::info(name_, "event {} {} {} {} → {} {} {} {} {}ms attempt {}", e.id, e.event_type,
             e.aggregate_type, e.aggregate_id, name, dest.method, row.endpoint_url,
             result.status ? std::to_string(*result.status) : result.error, result.duration.count(),
@@ -678,7 +681,7 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
       co_return compensation_result::stopped(*why, step.destination);
     const auto& result = std::get<client::call_result>(sent);
     auto outcome = domain::classify(req.method, result.status);
-    fill_response(row, result, outcome);
+    fill_response(row, result, outcome, domain::credential_values(dest->second.headers));
     co_await record(row);
     log::info(name_, "event {} {} revert {} {} {} {} {}ms attempt {}", original_event_id,
               aggregate_id, step.destination, req.method, req.url,

@@ -6,6 +6,7 @@
 #include "conf/json_values.hpp"
 #include "domain/json_path.hpp"
 #include "domain/routing.hpp"
+#include "domain/secrets.hpp"
 #include "simulator/knobs.hpp"
 
 #include <algorithm>
@@ -49,8 +50,6 @@ constexpr std::string_view base_url_reference = "${simulator.baseUrl}";
 constexpr std::string_view env_prefix = "OUTBOXD_";
 
 constexpr std::string_view http_methods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"};
-constexpr std::string_view secret_header_words[] = {"authorization", "token", "secret", "password",
-                                                    "key"};
 constexpr std::int64_t int_max = std::numeric_limits<int>::max();
 
 std::string lowercase(std::string_view s) {
@@ -529,12 +528,6 @@ base_url_state resolve_base_url(Document& doc) {
   return state;
 }
 
-bool is_secret_header(std::string_view name) {
-  auto lower = lowercase(name);
-  return std::any_of(std::begin(secret_header_words), std::end(secret_header_words),
-                     [&](std::string_view w) { return lower.find(w) != std::string::npos; });
-}
-
 std::string effective_json(const Document& doc) {
   Document copy;
   copy.CopyFrom(doc, copy.GetAllocator());
@@ -560,7 +553,7 @@ std::string effective_json(const Document& doc) {
     for (auto& d : routes->GetObject())
       if (Value* headers = member(d.value, "headers"); headers && headers->IsObject())
         for (auto& h : headers->GetObject())
-          if (is_secret_header(name_of(h.name)))
+          if (domain::is_credential_header(name_of(h.name)))
             h.value.SetString("***", alloc);
   rapidjson::StringBuffer buffer;
   rapidjson::PrettyWriter<rapidjson::StringBuffer> writer(buffer);

@@ -48,11 +48,12 @@ struct hostile_fixture {
         "inventory": {{"url": "http://127.0.0.1:{0}/inventory", "timeout": "2s",
                       "revert": {{"url": "http://127.0.0.1:{0}/inventory/RES-1/release",
                                  "method": "DELETE"}}}},
-        "fraudCheck": {{"url": "http://127.0.0.1:{0}/fraud", "timeout": "2s"}}
+        "fraudCheck": {{"url": "http://127.0.0.1:{0}/fraud", "timeout": "2s",
+                       "headers": {{"X-Api-Key": "{1}"}}}}
       }},
       "fanout": {{"OrderCreated": ["inventory", "fraudCheck"]}}
     }}}})",
-                                       server.port);
+                                       server.port, api_key);
     return path;
   }
 
@@ -77,6 +78,7 @@ struct hostile_fixture {
     CHECK_MESSAGE(p.output().find("crashed") == std::string::npos, p.output());
   }
 
+  static constexpr const char* api_key = "pk_live_hostile_secret_42";
   remote server;
   std::string config;
   std::string conninfo;
@@ -222,6 +224,29 @@ END $$)sql");
 };
 
 } // namespace
+
+TEST_CASE_FIXTURE(hostile_fixture, "an API key the partner echoes back is stored and logged as ***") {
+  server.handle([](const partner::request& r) {
+    auto at = r.head.find("X-Api-Key: ");
+    auto value = at == std::string::npos
+                     ? std::string()
+                     : r.head.substr(at + 11, r.head.find("\r\n", at) - at - 11);
+    return answer{200, R"({"riskScore":10,"youSent":")" + value + R"("})"};
+  });
+  auto [id, status] = run_order();
+  CHECK(status == "CONFIRMED");
+  bool sent = false;
+  for (const auto& r : server.requests())
+    sent = sent || r.head.find(std::string("X-Api-Key: ") + api_key) != std::string::npos;
+  CHECK(sent); // the partner got the real key
+  auto t = p.timeline(id);
+  REQUIRE(t.json["attempts"].Size() >= 2);
+  const auto& fraud = t.json["attempts"][1];
+  CHECK(std::string(fraud["destination"].GetString()) == "fraudCheck");
+  CHECK(std::string(fraud["responsePayload"]["youSent"].GetString()) == "***");
+  CHECK(t.body.find(api_key) == std::string::npos);
+  CHECK(p.output().find(api_key) == std::string::npos);
+}
 
 TEST_CASE_FIXTURE(poison_fixture,
                   "an event whose rows the database refuses is retried, dead-lettered with the "

@@ -48,7 +48,9 @@ export function apiClient(base) {
   return async function api(method, path, body) {
     const res = await fetch(base + path, {
       method,
-      headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+      // Every state-changing request says it is JSON, also without a body (outboxd refuses a
+      // POST that another site's form could send).
+      headers: method === 'GET' ? {} : { 'Content-Type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await res.text();

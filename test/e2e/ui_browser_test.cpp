@@ -92,3 +92,14 @@ TEST_CASE("the web UI draws a configured fan-out that is not the shipped one in 
   REQUIRE(p.wait_status(failed, "FAILED") == "FAILED");
   run_browser_script("fanout.test.mjs", p);
 }
+
+TEST_CASE("a page of another site cannot change anything through a real browser") {
+  browser_tools();
+  outboxd_process p("ui-forgery", fresh_database("outboxd_e2e_ui_forgery"));
+  p.wait_ready();
+  for (int i = 0; i < 2; ++i) {
+    auto id = p.create_order("domestic");
+    REQUIRE(p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  }
+  run_browser_script("forgery.test.mjs", p);
+}

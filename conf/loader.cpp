@@ -886,6 +886,9 @@ private:
     duration(o, "readTimeout", s.read_timeout, true);
     duration(o, "writeTimeout", s.write_timeout, true);
     duration(o, "keepAliveTimeout", s.keep_alive_timeout, true);
+    duration(o, "requestTimeout", s.request_timeout, true);
+    integer(o, "maxConnections", s.max_connections, 1, 1000000);
+    integer(o, "maxConnectionsPerClient", s.max_connections_per_client, 1, 1000000);
     if (const Value* v = o.get("allowedOrigins"))
       read_origins(*v, o.path("allowedOrigins"), s.allowed_origins);
     section(o, "tls", [&](object_reader& r) {

@@ -9,12 +9,10 @@
 #include "metrics/metrics.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <fmt/format.h>
 #include <httplib.h>
-#include <random>
 
 namespace outboxd::http {
 namespace {
@@ -84,12 +82,6 @@ void add_destination_gauges(std::string& out,
                         "Circuit breaker of each destination: 1 for its current state.", states);
   metrics::render_gauge(out, "outboxd_destination_calls_in_flight",
                         "Calls in flight to each destination from this process.", in_flight);
-}
-
-std::string next_request_id() {
-  static const std::uint32_t prefix = std::random_device{}();
-  static std::atomic<std::uint64_t> counter{0};
-  return fmt::format("{:08x}-{:x}", prefix, ++counter);
 }
 
 /// A positive int64 path segment, or a 404 naming what was asked for.
@@ -455,9 +447,8 @@ api_server::api_server(const conf::server_settings& settings, access_policy poli
                        api_dependencies deps, domain::routing_table routing)
     : settings_(settings), deps_(std::move(deps)), routing_(std::move(routing)),
       listener_(settings, "http", std::move(policy)) {
-  listener_.on_request([](const httplib::Request&, httplib::Response& res) {
+  listener_.on_request([](const httplib::Request&, httplib::Response&) {
     request_started = std::chrono::steady_clock::now();
-    res.set_header("X-Request-Id", next_request_id());
   });
   listener_.native().set_logger([](const httplib::Request& req, const httplib::Response& res) {
     auto us = std::chrono::duration_cast<std::chrono::microseconds>(

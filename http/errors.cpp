@@ -3,6 +3,11 @@
 
 #include "http/json.hpp"
 
+#include <atomic>
+#include <cstdint>
+#include <fmt/format.h>
+#include <random>
+
 namespace outboxd::http {
 
 int status_of(error_kind kind) {
@@ -25,6 +30,12 @@ const char* code_of(error_kind kind) {
 #undef OUTBOXD_API_ERROR_CODE
   }
   return "internal";
+}
+
+std::string next_request_id() {
+  static const std::uint32_t prefix = std::random_device{}();
+  static std::atomic<std::uint64_t> counter{0};
+  return fmt::format("{:08x}-{:x}", prefix, ++counter);
 }
 
 api_error validation_error(const domain::field_errors& errors) {

@@ -14,9 +14,10 @@ namespace outboxd::http {
 #define OUTBOXD_API_ERROR_KINDS(X)                                                           \
   X(bad_request, 400)             X(malformed_json, 400)          X(unauthorized, 401)       \
   X(forbidden, 403)               X(not_found, 404)               X(method_not_allowed, 405) \
-  X(invalid_transition, 409)                                                                 \
+  X(request_timeout, 408)         X(invalid_transition, 409)                                 \
   X(payload_too_large, 413)       X(unsupported_media_type, 415)  X(validation_failed, 422)  \
-  X(idempotency_key_reused, 422)  X(internal, 500)                X(unavailable, 503)
+  X(idempotency_key_reused, 422)  X(request_headers_too_large, 431)                          \
+  X(internal, 500)                X(unavailable, 503)
 // clang-format on
 
 #define OUTBOXD_API_ERROR_ENUMERATOR(name, status) name,
@@ -44,6 +45,10 @@ private:
 
 /// A 422 for field errors, with a message that names each field.
 api_error validation_error(const domain::field_errors& errors);
+
+/// A new id for a request, unique in this process ("<8 hex digits of the process>-<counter>"):
+/// every answer carries it as X-Request-Id, and a 500's details name it.
+std::string next_request_id();
 
 /// The JSON body of an error response; `request_id` is added to details when given.
 std::string error_body(error_kind kind, const std::string& message,

@@ -3,6 +3,7 @@
 #include "http/listener.hpp"
 
 #include "domain/ports.hpp"
+#include "http/connection_gate.hpp"
 #include "http/errors.hpp"
 #include "log/log.hpp"
 
@@ -11,6 +12,7 @@
 #include <stdexcept>
 #include <string_view>
 #include <sys/socket.h>
+#include <unistd.h>
 
 namespace outboxd::http {
 namespace {
@@ -59,12 +61,22 @@ std::string pattern_of(std::string_view path) {
   return out;
 }
 
-/// A plain server, or an HTTPS one when the settings name a certificate and key (and a client
-/// CA: then every client must present a certificate it signed).
+/// httplib's server whose request processing the connection gate runs, one whole request at a
+/// time, instead of the library's own loop of a thread per connection.
+class gated_server final : public httplib::Server {
+public:
+  void process(httplib::Stream& stream, bool close_connection, bool& connection_closed) {
+    process_request(stream, close_connection, connection_closed, nullptr);
+  }
+};
+
+/// A plain server (served through the connection gate), or an HTTPS one when the settings name a
+/// certificate and key (and a client CA: then every client must present a certificate it
+/// signed), which serves its connections itself.
 std::unique_ptr<httplib::Server> make_server(const conf::server_settings& settings) {
   const auto& tls = settings.tls;
   if (tls.cert_file.empty())
-    return std::make_unique<httplib::Server>();
+    return std::make_unique<gated_server>();
   auto server = std::make_unique<httplib::SSLServer>(
       tls.cert_file.c_str(), tls.key_file.c_str(),
       tls.client_ca_file.empty() ? nullptr : tls.client_ca_file.c_str());
@@ -100,6 +112,22 @@ listener::listener(const conf::server_settings& settings, std::string component,
     : settings_(settings), component_(std::move(component)), policy_(std::move(policy)),
       server_(make_server(settings)) {
   auto& s = *server_;
+  if (auto* gated = dynamic_cast<gated_server*>(server_.get())) {
+    gate_limits limits;
+    limits.request_timeout = settings_.request_timeout;
+    limits.keep_alive_timeout = settings_.keep_alive_timeout;
+    limits.write_timeout = settings_.write_timeout;
+    limits.max_body_bytes = settings_.max_body_bytes;
+    limits.max_connections = settings_.max_connections;
+    limits.max_connections_per_client = settings_.max_connections_per_client;
+    limits.workers = settings_.threads;
+    gate_ = std::make_unique<connection_gate>(
+        limits,
+        [gated](httplib::Stream& stream, bool close, bool& closed) {
+          gated->process(stream, close, closed);
+        },
+        component_);
+  }
   auto threads = static_cast<std::size_t>(settings_.threads);
   s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.set_tcp_nodelay(true); // without it every keep-alive response waits 40 ms for Nagle
@@ -119,6 +147,7 @@ listener::listener(const conf::server_settings& settings, std::string component,
   });
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     declare_empty_body(req);
+    res.set_header("X-Request-Id", next_request_id());
     if (on_request_)
       on_request_(req, res);
     answer_cors(req, res);
@@ -222,10 +251,20 @@ int listener::bind(int port) {
 }
 
 void listener::start() {
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  if (gate_)
+    gate_->start(listen_fd_);
+  else
+    thread_ = std::thread([this] { server_->listen_after_bind(); });
 }
 
 void listener::stop() {
+  if (gate_) {
+    gate_->stop();
+    if (listen_fd_ >= 0)
+      ::close(listen_fd_);
+    listen_fd_ = -1;
+    return;
+  }
   if (server_->is_running() || thread_.joinable())
     server_->stop();
   if (thread_.joinable())

@@ -22,6 +22,8 @@ struct Response;
 
 namespace outboxd::http {
 
+class connection_gate;
+
 /// Who a route is for, which says where it is documented.
 enum class route_kind {
   api,               ///< outboxd's own API, documented in docs/openapi.json
@@ -62,7 +64,7 @@ public:
   int bind(int port);
   /// Serves on a background thread until stop().
   void start();
-  /// Stops accepting, waits for requests in flight, joins the thread. Idempotent.
+  /// Stops accepting, waits for requests in flight, joins the threads. Idempotent.
   void stop();
 
   /// Serves `method` (GET, POST, PUT, PATCH or DELETE) on `path` and records the route. Each
@@ -93,6 +95,7 @@ private:
   std::string component_;
   access_policy policy_;
   std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<connection_gate> gate_; // plain HTTP: the connections, until stop()
   std::function<void(const httplib::Request&, httplib::Response&)> on_request_;
   std::vector<route_info> routes_;
   std::thread thread_;

@@ -95,6 +95,11 @@ struct registry {
                               "Times the LISTEN connection was re-established."};
   counter http_requests{"outboxd_http_requests_total",
                         "HTTP requests served, by method, route and status."};
+  counter http_connections_refused{
+      "outboxd_http_connections_refused_total",
+      "Connections the HTTP server refused or cut off before a handler ran, by reason: busy "
+      "(503), client_cap (503), idle_shed (closed to make room), timeout (408), too_large "
+      "(413/431), malformed (400)."};
 
   /// Renders every family, then the gauges `scrape_gauges` adds (database depths and lag).
   std::string render(const std::function<void(std::string&)>& scrape_gauges) const;

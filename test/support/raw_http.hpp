@@ -76,6 +76,21 @@ public:
     return r;
   }
 
+  /// Whether the server closes the connection within `timeout` (what it sends first is dropped).
+  bool closed_within(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0)
+        return false;
+      std::array<char, 4096> chunk{};
+      if (::recv(fd_, chunk.data(), chunk.size(), 0) <= 0)
+        return true;
+    }
+  }
+
 private:
   static std::string lower(std::string s) {
     for (auto& c : s)

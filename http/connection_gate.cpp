@@ -1,0 +1,522 @@
+// The connection gate: an epoll thread that holds connections until a request has arrived whole,
+// and workers that run whole requests through httplib's request processing.
+#include "http/connection_gate.hpp"
+
+#include "http/errors.hpp"
+#include "http/request_framing.hpp"
+#include "log/log.hpp"
+#include "metrics/metrics.hpp"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <optional>
+#include <unistd.h>
+
+namespace outboxd::http {
+
+using clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+struct connection_gate::connection {
+  int fd = -1;
+  std::string client; // the peer's address
+  int client_port = 0;
+  std::string local;
+  int local_port = 0;
+  std::string buffer;                     // received and not yet served
+  clock::time_point idle_since;           // the last moment no request was pending
+  std::optional<clock::time_point> since; // the first byte of the request being received
+  bool continue_sent = false;             // "100 Continue" already sent for that request
+  bool with_worker = false;               // a worker has it (the gate does not touch it)
+  std::size_t served = 0;
+};
+
+namespace {
+
+constexpr int max_events = 256;
+constexpr milliseconds tick{100};
+constexpr milliseconds accept_pause{100}; // after running out of file descriptors
+constexpr std::size_t requests_per_connection = 100000;
+constexpr std::size_t queued_per_worker = 4; // beyond it, a new request gets a 503 at once
+constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
+
+/// One request's bytes as httplib reads them, and the connection it writes its answer to.
+class gate_stream final : public httplib::Stream {
+public:
+  gate_stream(connection_gate::connection& c, std::size_t length, milliseconds write_timeout)
+      : c_(c), length_(length), write_timeout_(write_timeout) {}
+
+  bool is_readable() const override { return position_ < length_; }
+  bool is_writable() const override {
+    pollfd p{c_.fd, POLLOUT, 0};
+    return ::poll(&p, 1, static_cast<int>(write_timeout_.count())) > 0;
+  }
+  ssize_t read(char* ptr, size_t size) override {
+    auto n = std::min(size, length_ - position_);
+    std::memcpy(ptr, c_.buffer.data() + position_, n);
+    position_ += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    // The gate sent "100 Continue" when it asked for the body; httplib would send it again.
+    if (c_.continue_sent && std::string_view(ptr, size) == continue_line)
+      return static_cast<ssize_t>(size);
+    auto deadline = clock::now() + write_timeout_;
+    std::size_t done = 0;
+    while (done < size) {
+      auto n = ::send(c_.fd, ptr + done, size - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        done += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR)
+        continue;
+      auto left = std::chrono::duration_cast<milliseconds>(deadline - clock::now()).count();
+      pollfd p{c_.fd, POLLOUT, 0};
+      if (n < 0 && errno == EAGAIN && left > 0 && ::poll(&p, 1, static_cast<int>(left)) > 0)
+        continue;
+      failed_ = true;
+      return -1;
+    }
+    return static_cast<ssize_t>(size);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    ip = c_.client;
+    port = c_.client_port;
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    ip = c_.local;
+    port = c_.local_port;
+  }
+  socket_t socket() const override { return c_.fd; }
+
+  bool failed() const { return failed_; }
+
+private:
+  connection_gate::connection& c_;
+  std::size_t length_;
+  std::size_t position_ = 0;
+  milliseconds write_timeout_;
+  bool failed_ = false;
+};
+
+std::pair<std::string, int> address_of(const sockaddr_storage& a) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
+    ::inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof text);
+    return {text, ntohs(v6.sin6_port)};
+  }
+  const auto& v4 = reinterpret_cast<const sockaddr_in&>(a);
+  ::inet_ntop(AF_INET, &v4.sin_addr, text, sizeof text);
+  return {text, ntohs(v4.sin_port)};
+}
+
+const char* reason_phrase(int status) {
+  switch (status) {
+  case 400:
+    return "Bad Request";
+  case 408:
+    return "Request Timeout";
+  case 413:
+    return "Payload Too Large";
+  case 431:
+    return "Request Header Fields Too Large";
+  default:
+    return "Service Unavailable";
+  }
+}
+
+/// An error answer written without waiting (best effort: the connection is closed after it).
+void send_error_now(int fd, int status, error_kind kind, const std::string& message) {
+  auto body = error_body(kind, message, {});
+  auto text = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: "
+                          "{}\r\nConnection: close\r\nX-Request-Id: {}\r\n{}\r\n{}",
+                          status, reason_phrase(status), body.size(), next_request_id(),
+                          status == 503 ? "Retry-After: 1\r\n" : "", body);
+  (void)::send(fd, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+error_kind kind_of(int status) {
+  switch (status) {
+  case 400:
+    return error_kind::bad_request;
+  case 408:
+    return error_kind::request_timeout;
+  case 413:
+    return error_kind::payload_too_large;
+  case 431:
+    return error_kind::request_headers_too_large;
+  default:
+    return error_kind::unavailable;
+  }
+}
+
+} // namespace
+
+connection_gate::connection_gate(gate_limits limits, process run, std::string component)
+    : limits_(limits), run_(std::move(run)), component_(std::move(component)) {}
+
+connection_gate::~connection_gate() {
+  stop();
+}
+
+void connection_gate::start(int listen_fd) {
+  listen_fd_ = listen_fd;
+  ::fcntl(listen_fd_, F_SETFL, ::fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || wake_fd_ < 0)
+    throw std::runtime_error(fmt::format("cannot set up the HTTP connection gate: {}",
+                                         std::strerror(errno)));
+  for (int fd : {listen_fd_, wake_fd_}) {
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.fd = fd;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e);
+  }
+  for (int i = 0; i < limits_.workers; ++i)
+    workers_.emplace_back([this] { worker_loop(); });
+  gate_thread_ = std::thread([this] { gate_loop(); });
+}
+
+void connection_gate::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_)
+      return;
+    stopping_ = true;
+  }
+  ready_cv_.notify_all();
+  wake(); // the gate thread stops accepting
+  // Workers finish what has arrived whole (answering it with Connection: close), then the gate
+  // thread closes what is left.
+  for (auto& w : workers_)
+    w.join();
+  workers_.clear();
+  workers_done_ = true;
+  wake();
+  if (gate_thread_.joinable())
+    gate_thread_.join();
+  for (int fd : {epoll_fd_, wake_fd_})
+    if (fd >= 0)
+      ::close(fd);
+  epoll_fd_ = wake_fd_ = -1;
+}
+
+void connection_gate::wake() {
+  std::uint64_t one = 1;
+  if (wake_fd_ >= 0)
+    (void)::write(wake_fd_, &one, sizeof one);
+}
+
+void connection_gate::gate_loop() {
+  epoll_event events[max_events];
+  auto last_sweep = clock::now();
+  for (;;) {
+    int n = ::epoll_wait(epoll_fd_, events, max_events, static_cast<int>(tick.count()));
+    auto now = clock::now();
+    if (workers_done_)
+      break;
+    bool stopping;
+    {
+      std::lock_guard lock(mutex_);
+      stopping = stopping_;
+    }
+    if (stopping && !accept_paused_) {
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+      accept_paused_ = true;
+      accept_resume_ = clock::time_point::max();
+    }
+    for (int i = 0; i < n; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == listen_fd_) {
+        accept_all(now);
+      } else if (fd == wake_fd_) {
+        std::uint64_t count;
+        (void)::read(wake_fd_, &count, sizeof count);
+      } else if (auto it = connections_.find(fd); it != connections_.end()) {
+        on_readable(*it->second, now);
+      }
+    }
+    take_back(now);
+    if (accept_paused_ && now >= accept_resume_) {
+      epoll_event e{};
+      e.events = EPOLLIN;
+      e.data.fd = listen_fd_;
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &e);
+      accept_paused_ = false;
+    }
+    if (now - last_sweep >= tick) {
+      sweep(now);
+      last_sweep = now;
+    }
+  }
+  take_back(clock::now());
+  while (!connections_.empty())
+    close_connection(*connections_.begin()->second);
+}
+
+void connection_gate::accept_all(clock::time_point now) {
+  for (;;) {
+    sockaddr_storage peer{};
+    socklen_t size = sizeof peer;
+    int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &size,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED)
+        continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // Out of descriptors: stop accepting for a moment rather than spin on the backlog.
+        log::warn(component_, "cannot accept a connection ({}); pausing accepts for {} ms",
+                  std::strerror(errno), accept_pause.count());
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        accept_paused_ = true;
+        accept_resume_ = now + accept_pause;
+      }
+      return;
+    }
+    int yes = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes); // no Nagle wait per answer
+    auto [client, client_port] = address_of(peer);
+    if (!make_room(client)) {
+      refuse(fd, 503, "the server has too many connections open; retry later", "busy");
+      ::close(fd);
+      continue;
+    }
+    auto c = std::make_unique<connection>();
+    c->fd = fd;
+    c->client = client;
+    c->client_port = client_port;
+    sockaddr_storage local{};
+    socklen_t local_size = sizeof local;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) == 0)
+      std::tie(c->local, c->local_port) = address_of(local);
+    c->idle_since = now;
+    epoll_event e{};
+    e.events = EPOLLIN | EPOLLRDHUP;
+    e.data.fd = fd;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e);
+    ++per_client_[client];
+    connections_.emplace(fd, std::move(c));
+  }
+}
+
+bool connection_gate::make_room(const std::string& client) {
+  auto mine = per_client_.find(client);
+  bool client_full =
+      mine != per_client_.end() && mine->second >= limits_.max_connections_per_client;
+  bool all_full = static_cast<int>(connections_.size()) >= limits_.max_connections;
+  if (!client_full && !all_full)
+    return true;
+  // Shed the connection that has waited longest without a request: of this client when it is
+  // the client's cap that is reached.
+  connection* oldest = nullptr;
+  for (auto& [fd, c] : connections_)
+    if (!c->with_worker && !c->since && (!client_full || c->client == client) &&
+        (!oldest || c->idle_since < oldest->idle_since))
+      oldest = c.get();
+  if (!oldest) {
+    metrics::global().http_connections_refused.inc({{"reason", client_full ? "client_cap" : "busy"}});
+    return false;
+  }
+  metrics::global().http_connections_refused.inc({{"reason", "idle_shed"}});
+  close_connection(*oldest);
+  return true;
+}
+
+void connection_gate::on_readable(connection& c, clock::time_point now) {
+  char chunk[16384];
+  for (;;) {
+    auto n = ::recv(c.fd, chunk, sizeof chunk, MSG_DONTWAIT);
+    if (n > 0) {
+      if (c.buffer.empty())
+        c.since = now;
+      c.buffer.append(chunk, static_cast<std::size_t>(n));
+      // Enough to judge the request (or its header block) whatever comes next.
+      if (c.buffer.size() > limits_.max_header_bytes + limits_.max_body_bytes)
+        break;
+      continue;
+    }
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      break;
+    // Closed by the peer (or reset): a whole request sent before a half-close is still served.
+    if (n == 0 && frame_request(c.buffer, limits_.max_header_bytes, limits_.max_body_bytes).what ==
+                      request_frame::kind::complete)
+      break;
+    close_connection(c);
+    return;
+  }
+  try_dispatch(c);
+}
+
+void connection_gate::try_dispatch(connection& c) {
+  if (c.buffer.empty())
+    return;
+  auto frame = frame_request(c.buffer, limits_.max_header_bytes, limits_.max_body_bytes);
+  using kind = request_frame::kind;
+  switch (frame.what) {
+  case kind::incomplete:
+    if (frame.expects_continue && !c.continue_sent) {
+      (void)::send(c.fd, continue_line.data(), continue_line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      c.continue_sent = true;
+    }
+    return;
+  case kind::headers_too_large:
+    return refuse(c, 431,
+                  fmt::format("the request headers are larger than {} bytes",
+                              limits_.max_header_bytes),
+                  "too_large");
+  case kind::body_too_large:
+    return refuse(c, 413,
+                  fmt::format("request body is larger than server.maxBodyBytes ({} bytes)",
+                              limits_.max_body_bytes),
+                  "too_large");
+  case kind::malformed:
+    return refuse(c, 400, "malformed HTTP request (its body length cannot be told)", "malformed");
+  case kind::complete:
+    break;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (ready_.size() < queued_per_worker * static_cast<std::size_t>(limits_.workers) &&
+        !stopping_) {
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+      c.with_worker = true;
+      ready_.push_back({&c, frame.length});
+      ready_cv_.notify_one();
+      return;
+    }
+  }
+  refuse(c, 503, "the server is busy; retry later", "busy");
+}
+
+void connection_gate::sweep(clock::time_point now) {
+  std::vector<connection*> late;
+  std::vector<connection*> idle;
+  for (auto& [fd, c] : connections_) {
+    if (c->with_worker)
+      continue;
+    if (c->since && now - *c->since > limits_.request_timeout)
+      late.push_back(c.get());
+    else if (!c->since && now - c->idle_since > limits_.keep_alive_timeout)
+      idle.push_back(c.get());
+  }
+  for (auto* c : late)
+    refuse(*c, 408,
+           fmt::format("the request did not arrive whole within server.requestTimeout ({} ms)",
+                       limits_.request_timeout.count()),
+           "timeout");
+  for (auto* c : idle)
+    close_connection(*c);
+}
+
+void connection_gate::take_back(clock::time_point now) {
+  std::vector<std::pair<connection*, bool>> back;
+  {
+    std::lock_guard lock(mutex_);
+    back.swap(returned_);
+  }
+  for (auto [c, close] : back) {
+    c->with_worker = false;
+    if (close) {
+      close_connection(*c);
+      continue;
+    }
+    c->idle_since = now;
+    c->since = c->buffer.empty() ? std::nullopt : std::optional(now);
+    c->continue_sent = false;
+    epoll_event e{};
+    e.events = EPOLLIN | EPOLLRDHUP;
+    e.data.fd = c->fd;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->fd, &e);
+    try_dispatch(*c);
+  }
+}
+
+void connection_gate::refuse(int fd, int status, const std::string& message, const char* reason) {
+  metrics::global().http_connections_refused.inc({{"reason", reason}});
+  send_error_now(fd, status, kind_of(status), message);
+}
+
+void connection_gate::refuse(connection& c, int status, const std::string& message,
+                             const char* reason) {
+  log::debug(component_, "{}:{}: {} ({})", c.client, c.client_port, message, status);
+  refuse(c.fd, status, message, reason);
+  close_connection(c);
+}
+
+void connection_gate::close_connection(connection& c) {
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+  ::close(c.fd);
+  if (auto it = per_client_.find(c.client); it != per_client_.end() && --it->second <= 0)
+    per_client_.erase(it);
+  connections_.erase(c.fd); // destroys c
+}
+
+void connection_gate::worker_loop() {
+  for (;;) {
+    ready_request r;
+    {
+      std::unique_lock lock(mutex_);
+      ready_cv_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
+      if (ready_.empty())
+        return;
+      r = ready_.front();
+      ready_.pop_front();
+    }
+    serve(r);
+  }
+}
+
+void connection_gate::serve(ready_request r) {
+  auto& c = *r.conn;
+  for (;;) {
+    bool stopping;
+    {
+      std::lock_guard lock(mutex_);
+      stopping = stopping_;
+    }
+    bool close = stopping || ++c.served >= requests_per_connection;
+    bool closed = false;
+    gate_stream stream(c, r.length, limits_.write_timeout);
+    try {
+      run_(stream, close, closed);
+    } catch (const std::exception& e) {
+      log::error(component_, "{}:{}: request processing failed: {}", c.client, c.client_port,
+                 e.what());
+      closed = true;
+    }
+    c.buffer.erase(0, r.length);
+    if (close || closed || stream.failed())
+      return give_back(&c, true);
+    // A pipelined request that is already whole is served at once.
+    auto next = frame_request(c.buffer, limits_.max_header_bytes, limits_.max_body_bytes);
+    if (next.what != request_frame::kind::complete)
+      return give_back(&c, false);
+    r.length = next.length;
+    c.continue_sent = false;
+  }
+}
+
+void connection_gate::give_back(connection* c, bool close) {
+  {
+    std::lock_guard lock(mutex_);
+    returned_.emplace_back(c, close);
+  }
+  wake();
+}
+
+} // namespace outboxd::http

@@ -1,0 +1,112 @@
+// The connections of the plain-HTTP listener. One thread accepts them and reads them without
+// blocking (epoll) until a whole request has arrived; only then does a worker thread run it, and
+// between requests a keep-alive connection goes back to that thread. A slow, dribbling or idle
+// client therefore costs a buffer, never one of the threads that serve everyone else:
+// - a request (headers and body) must arrive whole within `request_timeout` of its first byte,
+//   else 408; an idle connection is closed after `keep_alive_timeout`;
+// - connections are capped in all and per client address; over a cap the oldest idle
+//   connection is closed to make room, and when none is idle the newcomer gets an immediate 503;
+// - when the workers are behind by more than a few requests each, a new request gets an
+//   immediate 503 rather than a wait.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace httplib {
+class Stream;
+}
+
+namespace outboxd::http {
+
+struct gate_limits {
+  std::chrono::milliseconds request_timeout{10000};
+  std::chrono::milliseconds keep_alive_timeout{5000};
+  std::chrono::milliseconds write_timeout{5000};
+  std::size_t max_header_bytes = 64 * 1024;
+  std::size_t max_body_bytes = 1 << 20;
+  int max_connections = 512;
+  int max_connections_per_client = 256;
+  int workers = 32;
+};
+
+class connection_gate {
+public:
+  /// Runs one whole request read from `stream` and writes its answer there; sets
+  /// `connection_closed` when the connection must not serve another. (httplib's request
+  /// processing.)
+  using process = std::function<void(httplib::Stream& stream, bool close_connection,
+                                     bool& connection_closed)>;
+
+  /// `component` tags log lines.
+  connection_gate(gate_limits limits, process run, std::string component);
+  ~connection_gate();
+  connection_gate(const connection_gate&) = delete;
+  connection_gate& operator=(const connection_gate&) = delete;
+
+  /// Serves the connections of `listen_fd` (bound and listening; made non-blocking here) on its
+  /// own threads until stop().
+  void start(int listen_fd);
+  /// Stops accepting, finishes the requests that have arrived whole, closes every connection and
+  /// joins the threads. Idempotent.
+  void stop();
+
+  struct connection;
+
+private:
+  struct ready_request {
+    connection* conn;
+    std::size_t length;
+  };
+
+  void gate_loop();
+  void accept_all(std::chrono::steady_clock::time_point now);
+  void on_readable(connection& c, std::chrono::steady_clock::time_point now);
+  void try_dispatch(connection& c);
+  void sweep(std::chrono::steady_clock::time_point now);
+  void take_back(std::chrono::steady_clock::time_point now);
+  bool make_room(const std::string& client);
+  void refuse(int fd, int status, const std::string& message, const char* reason);
+  void refuse(connection& c, int status, const std::string& message, const char* reason);
+  void close_connection(connection& c);
+  void worker_loop();
+  void serve(ready_request r);
+  void give_back(connection* c, bool close);
+  void wake();
+
+  gate_limits limits_;
+  process run_;
+  std::string component_;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  bool accept_paused_ = false;
+  std::chrono::steady_clock::time_point accept_resume_;
+
+  // The gate thread's own: every open connection and the count per client address.
+  std::unordered_map<int, std::unique_ptr<connection>> connections_;
+  std::map<std::string, int> per_client_;
+
+  std::mutex mutex_; // guards what follows
+  std::condition_variable ready_cv_;
+  std::deque<ready_request> ready_;
+  std::vector<std::pair<connection*, bool>> returned_; // from the workers: (connection, close)
+  bool stopping_ = false;
+  std::atomic<bool> workers_done_ = false; // stop() joined the workers: the gate thread ends
+
+  std::thread gate_thread_;
+  std::vector<std::thread> workers_;
+};
+
+} // namespace outboxd::http

@@ -1,0 +1,74 @@
+// Where a request ends: the header block, Content-Length and chunked bodies, and the framings a
+// server must refuse.
+#include "http/request_framing.hpp"
+
+#include <doctest/doctest.h>
+#include <string>
+
+using outboxd::http::frame_request;
+using kind = outboxd::http::request_frame::kind;
+
+namespace {
+constexpr std::size_t header_limit = 1024;
+constexpr std::size_t body_limit = 100;
+
+outboxd::http::request_frame frame(const std::string& bytes) {
+  return frame_request(bytes, header_limit, body_limit);
+}
+} // namespace
+
+TEST_CASE("a request without a body ends after its header block; pipelined bytes stay outside") {
+  std::string get = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  CHECK(frame(get).what == kind::complete);
+  CHECK(frame(get).length == get.size());
+  CHECK(frame(get + get).length == get.size());
+  for (std::size_t cut = 0; cut < get.size(); ++cut)
+    CHECK(frame(get.substr(0, cut)).what == kind::incomplete);
+}
+
+TEST_CASE("Content-Length frames the body, up to the limit") {
+  std::string head = "POST /x HTTP/1.1\r\ncontent-length:  5 \r\n\r\n";
+  CHECK(frame(head + "abc").what == kind::incomplete);
+  CHECK(frame(head + "abcde").what == kind::complete);
+  CHECK(frame(head + "abcdeGET").length == head.size() + 5);
+  CHECK(frame("POST /x HTTP/1.1\r\nContent-Length: 101\r\n\r\n").what == kind::body_too_large);
+  CHECK(frame("POST /x HTTP/1.1\r\nContent-Length: 100\r\n\r\n").what == kind::incomplete);
+}
+
+TEST_CASE("chunked bodies end at the last chunk and its trailers") {
+  std::string head = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::string body = "5;ext=1\r\nhello\r\n3\r\n, w\r\n0\r\n\r\n";
+  CHECK(frame(head + body).what == kind::complete);
+  CHECK(frame(head + body).length == head.size() + body.size());
+  for (std::size_t cut = 0; cut < body.size(); ++cut)
+    CHECK(frame(head + body.substr(0, cut)).what == kind::incomplete);
+  std::string trailers = "0\r\nX-Sum: 1\r\n\r\n";
+  CHECK(frame(head + trailers).length == head.size() + trailers.size());
+  CHECK(frame(head + "65\r\n").what == kind::body_too_large); // 101 bytes declared
+  CHECK(frame(head + "zz\r\n").what == kind::malformed);
+  CHECK(frame(head + "3\r\nabcX\r\n").what == kind::malformed); // no CRLF after the data
+}
+
+TEST_CASE("framings that could smuggle a request are malformed") {
+  CHECK(frame("POST /x HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n").what ==
+        kind::malformed);
+  CHECK(frame("POST /x HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n").what ==
+        kind::malformed);
+  CHECK(frame("POST /x HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n").what == kind::malformed);
+  CHECK(frame("POST /x HTTP/1.1\r\nContent-Length: -1\r\n\r\n").what == kind::malformed);
+  CHECK(frame("POST /x HTTP/1.1\r\nContent-Length: 1e3\r\n\r\n").what == kind::malformed);
+  // The same length twice is one length.
+  CHECK(frame("POST /x HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nA").what ==
+        kind::complete);
+}
+
+TEST_CASE("a header block beyond the limit is refused without waiting for its end") {
+  CHECK(frame("GET / HTTP/1.1\r\nX: " + std::string(header_limit, 'a')).what ==
+        kind::headers_too_large);
+}
+
+TEST_CASE("Expect: 100-continue is reported while the body is awaited") {
+  std::string head = "POST /x HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
+  CHECK(frame(head).expects_continue);
+  CHECK_FALSE(frame(head + "ab").expects_continue);
+}

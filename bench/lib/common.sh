@@ -115,7 +115,7 @@ restart_simulator() {
 # sim_reset LATENCY: empty ledger and Idempotency-Key store, no failures, and every call waiting
 # LATENCY ms, or "MIN-MAX": uniformly spread over [MIN, MAX] ms (the knob latencyMs: [min, max]).
 sim_reset() {
-  curl -fsS -o /dev/null -X POST -d '' "$SIM_URL/api/simulator/reset" || die "simulator reset failed"
+  curl -fsS -o /dev/null -X POST -H 'Content-Type: application/json' "$SIM_URL/api/simulator/reset" || die "simulator reset failed"
   curl -fsS -o /dev/null -X PUT -H 'Content-Type: application/json' \
     -d "$(tool sim-config "$1")" "$SIM_URL/api/simulator/config" || die "simulator knobs refused"
 }

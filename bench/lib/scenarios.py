@@ -322,6 +322,76 @@ def hostile_report(raw_path, json_path, md_path):
         f.write("\n".join(lines))
 
 
+def slow_report(raw_path, refused_path, json_path, md_path):
+    meta, rows = load(raw_path)
+    phases = {"unloaded": [], "slow": []}
+    for r in rows:
+        if r.get("kind") == "phase":
+            phases[r["phase"]].append(r)
+    dribbles = [r for r in rows if r.get("kind") == "dribble"]
+
+    def median(values):
+        values = sorted(v for v in values if v is not None)
+        return values[len(values) // 2] if values else None
+
+    summary = {}
+    for phase, runs in phases.items():
+        summary[phase] = {
+            "health_p50_ms": median(dig(r, "health", "p50_ms") for r in runs),
+            "health_p99_ms": median(dig(r, "health", "p99_ms") for r in runs),
+            "health_max_ms": max((dig(r, "health", "max_ms") or 0 for r in runs), default=None),
+            "health_errors": sum((dig(r, "health", "non2xx") or 0) + (dig(r, "health", "socket_errors") or 0)
+                                 for r in runs),
+            "intake_per_s": median(dig(r, "intake", "orders_per_s") for r in runs),
+            "intake_errors": sum((dig(r, "intake", "non2xx") or 0) + (dig(r, "intake", "socket_errors") or 0)
+                                 for r in runs),
+        }
+    u, sl = summary["unloaded"], summary["slow"]
+    ratio = lambda a, b: round(a / b, 2) if a and b else None
+    result = {"scenario": "slow-clients", "mode": meta.get("mode"), "date": meta.get("date"),
+              "versions": meta.get("versions", {}), "settings": meta.get("settings", {}),
+              "phases": summary, "rounds": {k: v for k, v in phases.items()},
+              "dribblers": dribbles,
+              "refused_metric": [l.strip() for l in open(refused_path) if l.strip()],
+              "health_p99_ratio": ratio(sl["health_p99_ms"], u["health_p99_ms"]),
+              "intake_ratio": ratio(u["intake_per_s"], sl["intake_per_s"])}
+    result["target_within_2x"] = None if None in (result["health_p99_ratio"], result["intake_ratio"]) \
+        else result["health_p99_ratio"] <= 2 and result["intake_ratio"] <= 2
+    with open(json_path, "w") as f:
+        json.dump(result, f, indent=2)
+        f.write("\n")
+    s = result["settings"]
+    cut = sum(d.get("cut_408", 0) for d in dribbles)
+    refused = sum(d.get("refused_503", 0) for d in dribbles)
+    opened = sum(d.get("opened", 0) for d in dribbles)
+    ok = result["target_within_2x"]
+    lines = [
+        f"# outboxd: availability under {s.get('count')} slow connections, {result['date']} ({result['mode']})",
+        "",
+        versions_line(meta),
+        f"One outboxd (processing off) on its defaults; per phase {s.get('seconds')} s of wrk: GET /healthz on "
+        f"1 connection and POST /api/orders on {s.get('intake_clients')}, at the same time; phases alternate, "
+        f"{s.get('rounds')} rounds each (medians). The slow connections each send a request line and then one "
+        "header line every 2 s; one cut off is reopened at once.",
+        "",
+        "| phase | /healthz p50 | /healthz p99 | /healthz max | intake orders/s | errors (health / intake) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for phase, v in summary.items():
+        lines.append(f"| {'alone' if phase == 'unloaded' else str(s.get('count')) + ' slow connections open'} | "
+                     f"{fmt(v['health_p50_ms'], ' ms')} | {fmt(v['health_p99_ms'], ' ms')} | "
+                     f"{fmt(v['health_max_ms'], ' ms')} | {fmt(v['intake_per_s'])} | "
+                     f"{v['health_errors']} / {v['intake_errors']} |")
+    lines += ["",
+              f"Loaded / alone: /healthz p99 ×{fmt(result['health_p99_ratio'])}, intake ÷{fmt(result['intake_ratio'])} "
+              f"(target within 2×: {'not measured' if ok is None else ('met' if ok else 'NOT met')}).",
+              f"Slow connections opened {opened}, cut off with 408 (server.requestTimeout) {cut}, refused with 503 {refused}.",
+              "", "`/metrics` afterwards: " + (", ".join(f"`{l}`" for l in result["refused_metric"]) or "nothing refused"),
+              "", "Settings: `" + json.dumps(s, sort_keys=True) + "`", ""]
+    with open(md_path, "w") as f:
+        f.write("\n".join(lines))
+
+
 def dig(d, *path):
     for p in path:
         if not isinstance(d, dict):
@@ -341,7 +411,7 @@ def check(path, *keys):
 if __name__ == "__main__":
     commands = {"route-sets": route_sets, "post": post, "rss": rss, "outage-report": outage_report,
                 "outage-line": outage_line,
-                "hostile-report": hostile_report, "check": check}
+                "hostile-report": hostile_report, "slow-report": slow_report, "check": check}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])

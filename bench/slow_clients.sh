@@ -91,7 +91,7 @@ git -C "$ROOT" diff --quiet HEAD 2>/dev/null || commit="$commit+uncommitted chan
 tool meta "$RAW" mode="$([[ $smoke == 1 ]] && echo smoke || echo full)" \
   date="$(date -u +%Y-%m-%dT%H:%M:%SZ)" versions.commit="$commit" \
   versions.outboxd="binary sha256 $(sha256sum "$OUTBOXD" | cut -c1-12)" \
-  versions.cpus="$(nproc)" versions.cpu_model="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)" \
+  versions.postgresql="$(q postgres 'SHOW server_version')" versions.cpus="$(nproc)" versions.cpu_model="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)" \
   versions.kernel="$(uname -r)" settings.count="$COUNT" settings.seconds="$SECONDS_EACH" \
   settings.rounds="$ROUNDS" settings.intake_clients="$INTAKE_CLIENTS" settings.extra_sets="\"$EXTRA_SETS\""
 

@@ -25,9 +25,9 @@ struct server_settings {
   milliseconds read_timeout{5000};      // per read, over TLS (plain HTTP has request_timeout)
   milliseconds write_timeout{5000};
   milliseconds keep_alive_timeout{5000};
-  milliseconds request_timeout{10000}; // a request's headers and body must arrive within it
-  int max_connections = 512;            // open connections; over it the oldest idle is shed
-  int max_connections_per_client = 256; // open connections from one client address
+  milliseconds request_timeout{10000};      // a request's headers and body must arrive within it
+  int max_connections = 512;                // open connections; over it the oldest idle is shed
+  int max_connections_per_client = 256;     // open connections from one client address
   std::vector<std::string> allowed_origins; // origins a browser may call from besides the API's own
   struct {
     std::string cert_file;      // PEM; set with key_file, the listener speaks HTTPS only

@@ -21,8 +21,8 @@ bool is_credential_header(std::string_view name) {
                      [&](std::string_view w) { return lower.find(w) != std::string::npos; });
 }
 
-std::vector<std::string> credential_values(
-    const std::vector<std::pair<std::string, std::string>>& headers) {
+std::vector<std::string>
+credential_values(const std::vector<std::pair<std::string, std::string>>& headers) {
   std::vector<std::string> out;
   for (const auto& [name, value] : headers) {
     if (!is_credential_header(name))
@@ -35,7 +35,8 @@ std::vector<std::string> credential_values(
       out.push_back(value.substr(space + 1));
   }
   // Longest first, so a value that contains another is masked whole.
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.size() > b.size(); });
   return out;
 }
 

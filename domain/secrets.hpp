@@ -15,8 +15,8 @@ bool is_credential_header(std::string_view name);
 
 /// The values of the credential headers among `headers` that are long enough to mask without
 /// hiding ordinary text (at least 6 bytes).
-std::vector<std::string> credential_values(
-    const std::vector<std::pair<std::string, std::string>>& headers);
+std::vector<std::string>
+credential_values(const std::vector<std::pair<std::string, std::string>>& headers);
 
 /// `text` with every occurrence of each of `secrets` replaced by "***".
 std::string mask_secrets(std::string text, const std::vector<std::string>& secrets);

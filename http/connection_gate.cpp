@@ -15,11 +15,11 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <optional>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <optional>
 #include <unistd.h>
 
 namespace outboxd::http {
@@ -177,8 +177,8 @@ void connection_gate::start(int listen_fd) {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (epoll_fd_ < 0 || wake_fd_ < 0)
-    throw std::runtime_error(fmt::format("cannot set up the HTTP connection gate: {}",
-                                         std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("cannot set up the HTTP connection gate: {}", std::strerror(errno)));
   for (int fd : {listen_fd_, wake_fd_}) {
     epoll_event e{};
     e.events = EPOLLIN;
@@ -327,7 +327,8 @@ bool connection_gate::make_room(const std::string& client) {
         (!oldest || c->idle_since < oldest->idle_since))
       oldest = c.get();
   if (!oldest) {
-    metrics::global().http_connections_refused.inc({{"reason", client_full ? "client_cap" : "busy"}});
+    metrics::global().http_connections_refused.inc(
+        {{"reason", client_full ? "client_cap" : "busy"}});
     return false;
   }
   metrics::global().http_connections_refused.inc({{"reason", "idle_shed"}});
@@ -375,10 +376,10 @@ void connection_gate::try_dispatch(connection& c) {
     }
     return;
   case kind::headers_too_large:
-    return refuse(c, 431,
-                  fmt::format("the request headers are larger than {} bytes",
-                              limits_.max_header_bytes),
-                  "too_large");
+    return refuse(
+        c, 431,
+        fmt::format("the request headers are larger than {} bytes", limits_.max_header_bytes),
+        "too_large");
   case kind::body_too_large:
     return refuse(c, 413,
                   fmt::format("request body is larger than server.maxBodyBytes ({} bytes)",

@@ -46,8 +46,8 @@ public:
   /// Runs one whole request read from `stream` and writes its answer there; sets
   /// `connection_closed` when the connection must not serve another. (httplib's request
   /// processing.)
-  using process = std::function<void(httplib::Stream& stream, bool close_connection,
-                                     bool& connection_closed)>;
+  using process =
+      std::function<void(httplib::Stream& stream, bool close_connection, bool& connection_closed)>;
 
   /// `component` tags log lines.
   connection_gate(gate_limits limits, process run, std::string component);

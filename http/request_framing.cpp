@@ -50,7 +50,8 @@ request_frame frame_chunked(std::string_view bytes, std::size_t at, std::size_t 
     auto size_text = trim(bytes.substr(at, line_end - at));
     size_text = trim(size_text.substr(0, size_text.find(';'))); // chunk extensions
     std::size_t size = 0;
-    auto [end, ec] = std::from_chars(size_text.data(), size_text.data() + size_text.size(), size, 16);
+    auto [end, ec] =
+        std::from_chars(size_text.data(), size_text.data() + size_text.size(), size, 16);
     if (size_text.empty() || size_text.size() > 15 || ec != std::errc() ||
         end != size_text.data() + size_text.size())
       return {kind::malformed};
@@ -107,9 +108,8 @@ request_frame frame_request(std::string_view bytes, std::size_t max_header_bytes
       content_length = length;
     } else if (iequals(name, "Transfer-Encoding")) {
       transfer_encoding = true;
-      auto last = trim(value.substr(value.rfind(',') == std::string_view::npos
-                                        ? 0
-                                        : value.rfind(',') + 1));
+      auto last =
+          trim(value.substr(value.rfind(',') == std::string_view::npos ? 0 : value.rfind(',') + 1));
       chunked = iequals(last, "chunked");
     } else if (iequals(name, "Expect")) {
       expects_continue = iequals(value, "100-continue");

@@ -93,13 +93,16 @@ wait_file() {
 rss_mb() { awk -v f="$2:" '$1 == f { printf "%.1f\n", $2 / 1024 }' "/proc/$1/status"; }
 
 # The standalone simulator: SIM_THREADS HTTP threads (BENCH_SIMULATOR_THREADS, default 256: every
-# keep-alive connection of concurrency 64 holds one, plus the harness's own requests; at most 1024,
-# the limit of server.threads).
+# call in progress holds one while its simulated latency passes, plus the harness's own requests;
+# at most 1024, the limit of server.threads).
 start_simulator() {
   local port
   port=$(free_port)
   SIM_THREADS=${SIM_THREADS:-${BENCH_SIMULATOR_THREADS:-256}}
-  "$OUTBOXD" simulator --port "$port" --set server.threads="$SIM_THREADS" >>"$WORK/logs/simulator.log" 2>&1 &
+  # Every call outboxd keeps in flight holds a connection from 127.0.0.1: no cap on connections.
+  "$OUTBOXD" simulator --port "$port" --set server.threads="$SIM_THREADS" \
+    --set server.maxConnections=100000 --set server.maxConnectionsPerClient=100000 \
+    >>"$WORK/logs/simulator.log" 2>&1 &
   SIM_PID=$!
   SIM_URL="http://127.0.0.1:$port"
   wait_http "$SIM_URL/healthz" "$SIM_PID" simulator

@@ -225,7 +225,8 @@ END $$)sql");
 
 } // namespace
 
-TEST_CASE_FIXTURE(hostile_fixture, "an API key the partner echoes back is stored and logged as ***") {
+TEST_CASE_FIXTURE(hostile_fixture,
+                  "an API key the partner echoes back is stored and logged as ***") {
   server.handle([](const partner::request& r) {
     auto at = r.head.find("X-Api-Key: ");
     auto value = at == std::string::npos

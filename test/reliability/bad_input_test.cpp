@@ -182,7 +182,6 @@ struct corpus_fixture {
   std::unique_ptr<outboxd_process> intake;
 };
 
-
 /// Sends every request of the corpus to `target`, each with `extra_headers`, and checks its answer,
 /// that no table changed and that the service stays healthy.
 void replay_corpus(corpus_fixture& f, outboxd_process& target, const std::string& extra_headers) {
@@ -246,11 +245,12 @@ TEST_CASE_FIXTURE(corpus_fixture, "every request of the bad-input corpus gets it
 TEST_CASE_FIXTURE(corpus_fixture, "with tokens required, the corpus sent with an admin token gets "
                                   "the same answers") {
   // printf %s corpus-admin-token | sha256sum
-  outboxd_process guarded(
-      "bad-input-tokens", db,
-      {"--set", "outbox.enabled=false", "--set", "server.readTimeout=1s", "--set",
-       R"(auth.tokens=[{"name":"ops","role":"admin","sha256":")"
-       "e128c9f699f7001271dd416294593f0d4216983db396a11a56007f658696fe8a" R"("}])"});
+  outboxd_process guarded("bad-input-tokens", db,
+                          {"--set", "outbox.enabled=false", "--set", "server.readTimeout=1s",
+                           "--set",
+                           R"(auth.tokens=[{"name":"ops","role":"admin","sha256":")"
+                           "e128c9f699f7001271dd416294593f0d4216983db396a11a56007f658696fe8a"
+                           R"("}])"});
   guarded.wait_up();
   replay_corpus(*this, guarded, "Authorization: Bearer corpus-admin-token\r\n");
 }

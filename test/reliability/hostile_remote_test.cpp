@@ -130,8 +130,8 @@ struct hostile_fixture {
         p("hostile", fresh_database("outboxd_reliability_hostile"),
           // Scripted runs of failures measure the backoff between retries: the circuit breaker
           // (its own tests are in test/e2e/destination_gates_test.cpp) must not open on them.
-          {"--config", config, "--set", "outbox.maxRetries=6", "--set", "dlq.maxRetries=1",
-           "--set", "http.routes.inventory.circuitBreaker.enabled=false"}) {
+          {"--config", config, "--set", "outbox.maxRetries=6", "--set", "dlq.maxRetries=1", "--set",
+           "http.routes.inventory.circuitBreaker.enabled=false"}) {
     p.wait_up();
   }
   ~hostile_fixture() { ::unlink(config.c_str()); }

@@ -6,8 +6,8 @@
 using namespace outboxd::domain;
 
 TEST_CASE("headers whose names carry credentials are recognised in any case") {
-  for (const char* name : {"Authorization", "X-Api-Key", "x-auth-token", "Client-Secret",
-                           "X-PASSWORD"})
+  for (const char* name :
+       {"Authorization", "X-Api-Key", "x-auth-token", "Client-Secret", "X-PASSWORD"})
     CHECK(is_credential_header(name));
   for (const char* name : {"Content-Type", "X-Request-Id", "Accept"})
     CHECK_FALSE(is_credential_header(name));

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Availability under slow clients: GET /healthz latency and order intake (POST /api/orders, one
-# process with processing off) measured alone, then while COUNT connections dribble a request
+# Availability under slow clients: GET /healthz latency (a steady probe, 50 a second) and order
+# intake (POST /api/orders as fast as 8 connections go, one process with processing off) measured
+# alone, then while COUNT connections dribble a request
 # (a header line every 2 s, never finished; each one cut off is reopened at once), alternating,
 # ROUNDS times each. Reports per phase /healthz p50/p99 and orders/s, their ratios loaded /
 # unloaded (medians of the rounds), and what happened to the slow connections (cut off with 408,
@@ -35,6 +36,7 @@ SECONDS_EACH=${BENCH_SLOW_SECONDS:-$d_seconds}
 ROUNDS=${BENCH_SLOW_ROUNDS:-$d_rounds}
 EXTRA_SETS=${BENCH_SLOW_SETS:-}
 INTAKE_CLIENTS=8
+PROBE_RATE=50
 
 for t in wrk curl python3; do
   command -v "$t" >/dev/null || { echo "slow_clients: $t is missing (see bench/README.md)" >&2; exit 1; }
@@ -57,12 +59,13 @@ on_exit() {
 trap on_exit EXIT
 trap 'exit 130' INT TERM
 
-# measure PHASE ROUND: wrk on /healthz (1 connection) and on POST /api/orders (INTAKE_CLIENTS
-# connections) at the same time, for SECONDS_EACH.
+# measure PHASE ROUND: a steady probe of /healthz (PROBE_RATE a second, like a load balancer's
+# health check, on one connection) and wrk on POST /api/orders (INTAKE_CLIENTS connections, as
+# fast as they go) at the same time, for SECONDS_EACH.
 measure() {
   local phase=$1 round=$2
-  wrk -t 1 -c 1 -d "${SECONDS_EACH}s" --latency -s "$BENCH/lib/latency.lua" \
-    "$OUTBOXD_URL/healthz" >"$WORK/health-$phase-$round.txt" 2>&1 &
+  "$PYTHON" "$BENCH/lib/probe.py" "$OUTBOXD_URL/healthz" "$PROBE_RATE" "$SECONDS_EACH" \
+    >"$WORK/health-$phase-$round.txt" 2>&1 &
   local health_pid=$!
   wrk -t 1 -c "$INTAKE_CLIENTS" -d "${SECONDS_EACH}s" -s "$BENCH/lib/intake.lua" \
     "$OUTBOXD_URL/api/orders" >"$WORK/intake-$phase-$round.txt" 2>&1
@@ -93,7 +96,8 @@ tool meta "$RAW" mode="$([[ $smoke == 1 ]] && echo smoke || echo full)" \
   versions.outboxd="binary sha256 $(sha256sum "$OUTBOXD" | cut -c1-12)" \
   versions.postgresql="$(q postgres 'SHOW server_version')" versions.cpus="$(nproc)" versions.cpu_model="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)" \
   versions.kernel="$(uname -r)" settings.count="$COUNT" settings.seconds="$SECONDS_EACH" \
-  settings.rounds="$ROUNDS" settings.intake_clients="$INTAKE_CLIENTS" settings.extra_sets="\"$EXTRA_SETS\""
+  settings.rounds="$ROUNDS" settings.intake_clients="$INTAKE_CLIENTS" settings.probe_rate="$PROBE_RATE" \
+  settings.extra_sets="\"$EXTRA_SETS\""
 
 for round in $(seq "$ROUNDS"); do
   measure unloaded "$round"

@@ -49,6 +49,9 @@ constexpr milliseconds accept_pause{100}; // after running out of file descripto
 constexpr std::size_t requests_per_connection = 100000;
 constexpr std::size_t queued_per_worker = 4; // beyond it, a new request gets a 503 at once
 constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
+// How long a worker waits for a keep-alive client's next request before handing the connection
+// back: a worker is held at most this long per request by a client that sends nothing.
+constexpr milliseconds linger_time{1};
 
 /// One request's bytes as httplib reads them, and the connection it writes its answer to.
 class gate_stream final : public httplib::Stream {
@@ -503,13 +506,28 @@ void connection_gate::serve(ready_request r) {
     c.buffer.erase(0, r.length);
     if (close || closed || stream.failed())
       return give_back(&c, true);
-    // A pipelined request that is already whole is served at once.
+    // The next request, if it is already whole (pipelined) or arrives whole within a moment (a
+    // busy keep-alive client), is served at once: no round trip through the gate thread.
     auto next = frame_request(c.buffer, limits_.max_header_bytes, limits_.max_body_bytes);
+    if (next.what != request_frame::kind::complete && linger(c))
+      next = frame_request(c.buffer, limits_.max_header_bytes, limits_.max_body_bytes);
     if (next.what != request_frame::kind::complete)
       return give_back(&c, false);
     r.length = next.length;
     c.continue_sent = false;
   }
+}
+
+bool connection_gate::linger(connection& c) {
+  pollfd p{c.fd, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(linger_time.count())) <= 0)
+    return false;
+  char chunk[16384];
+  auto n = ::recv(c.fd, chunk, sizeof chunk, MSG_DONTWAIT);
+  if (n <= 0)
+    return false; // the gate sees the close (or the error) again and ends the connection
+  c.buffer.append(chunk, static_cast<std::size_t>(n));
+  return true;
 }
 
 void connection_gate::give_back(connection* c, bool close) {

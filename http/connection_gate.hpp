@@ -82,6 +82,7 @@ private:
   void close_connection(connection& c);
   void worker_loop();
   void serve(ready_request r);
+  bool linger(connection& c);
   void give_back(connection* c, bool close);
   void wake();
 

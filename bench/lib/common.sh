@@ -100,7 +100,8 @@ start_simulator() {
   port=$(free_port)
   SIM_THREADS=${SIM_THREADS:-${BENCH_SIMULATOR_THREADS:-256}}
   # Every call outboxd keeps in flight holds a connection from 127.0.0.1: no cap on connections.
-  "$OUTBOXD" simulator --port "$port" --set server.threads="$SIM_THREADS" \
+  # BENCH_SIMULATOR_BINARY: another binary's simulator (this one's, to measure an older outboxd).
+  "${BENCH_SIMULATOR_BINARY:-$OUTBOXD}" simulator --port "$port" --set server.threads="$SIM_THREADS" \
     --set server.maxConnections=100000 --set server.maxConnectionsPerClient=100000 \
     >>"$WORK/logs/simulator.log" 2>&1 &
   SIM_PID=$!

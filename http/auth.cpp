@@ -49,22 +49,6 @@ std::optional<std::string_view> bearer_token(std::string_view header) {
 
 } // namespace
 
-const char* name_of(access a) {
-  switch (a) {
-  case access::open:
-    return "open";
-  case access::read:
-    return "read";
-  case access::write:
-    return "write";
-  case access::admin:
-    return "admin";
-  case access::metrics:
-    return "metrics";
-  }
-  return "?";
-}
-
 std::array<unsigned char, 32> sha256(std::string_view text) {
   std::array<unsigned char, 32> out{};
   unsigned int size = 0;
@@ -139,8 +123,7 @@ void access_policy::authorize(const httplib::Request& req, access needed) const 
                                 name_of(match->granted), name_of(*role)));
 }
 
-bool access_policy::origin_allowed(const httplib::Request& req, std::string_view origin,
-                                   bool /*tls*/) const {
+bool access_policy::origin_allowed(const httplib::Request& req, std::string_view origin) const {
   auto given = lowercase(origin);
   if (std::find(allowed_origins_.begin(), allowed_origins_.end(), given) != allowed_origins_.end())
     return true;
@@ -151,10 +134,10 @@ bool access_policy::origin_allowed(const httplib::Request& req, std::string_view
   return !host.empty() && authority != std::string::npos && given.substr(authority + 3) == host;
 }
 
-void access_policy::check_forgery(const httplib::Request& req, bool needs_json, bool tls) const {
+void access_policy::check_forgery(const httplib::Request& req, bool needs_json) const {
   auto origin = req.get_header_value("Origin");
   if (!origin.empty()) {
-    if (!origin_allowed(req, origin, tls))
+    if (!origin_allowed(req, origin))
       throw api_error(error_kind::forbidden,
                       fmt::format("a web page of origin '{}' may not change anything here; list "
                                   "the origin in server.allowedOrigins to let it",

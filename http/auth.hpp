@@ -26,9 +26,6 @@ enum class access {
   metrics, ///< what auth.metricsRole says (read by default; "none" makes it open)
 };
 
-/// The name of an access level as the docs and error messages spell it.
-const char* name_of(access a);
-
 /// The SHA-256 digest of `text`.
 std::array<unsigned char, 32> sha256(std::string_view text);
 
@@ -53,10 +50,10 @@ public:
   /// unsupported_media_type (415) unless it is `application/json` or carries an Authorization
   /// header: both are what a page of another site cannot send without a CORS preflight, which
   /// only allowed origins pass.
-  void check_forgery(const httplib::Request& req, bool needs_json, bool tls) const;
+  void check_forgery(const httplib::Request& req, bool needs_json) const;
 
   /// Whether a browser page of `origin` may call (same origin as `req`, or configured).
-  bool origin_allowed(const httplib::Request& req, std::string_view origin, bool tls) const;
+  bool origin_allowed(const httplib::Request& req, std::string_view origin) const;
 
 private:
   std::optional<conf::role> role_needed(access needed) const;

@@ -96,7 +96,7 @@ bool changes_state(const std::string& method) {
 
 void listener::answer_cors(const httplib::Request& req, httplib::Response& res) const {
   auto origin = req.get_header_value("Origin");
-  if (origin.empty() || !policy_.origin_allowed(req, origin, tls()))
+  if (origin.empty() || !policy_.origin_allowed(req, origin))
     return;
   res.set_header("Access-Control-Allow-Origin", origin);
   res.set_header("Vary", "Origin");
@@ -221,7 +221,7 @@ void listener::route(std::string_view method, std::string path, route_kind kind,
                                                                    httplib::Response& res) {
     policy_.authorize(req, needs);
     if (changes_state(req.method))
-      policy_.check_forgery(req, kind == route_kind::api, tls());
+      policy_.check_forgery(req, kind == route_kind::api);
     run(req, res);
   };
   if (method == "GET")

@@ -77,9 +77,6 @@ public:
   void route(std::string_view method, std::string path, route_kind kind, access needs,
              route_handler handle);
 
-  /// Whether the listener speaks HTTPS.
-  bool tls() const { return !settings_.tls.cert_file.empty(); }
-
   /// Every route registered so far, in registration order.
   std::vector<route_info> routes() const { return routes_; }
 

@@ -46,13 +46,15 @@ std::string browser_tools() {
   return node;
 }
 
-/// Runs test/browser/<script> against `p` and checks that it passed.
-void run_browser_script(const std::string& script, outboxd_process& p) {
+/// Runs test/browser/<script> against `p` (with `extra` arguments) and checks that it passed.
+void run_browser_script(const std::string& script, outboxd_process& p,
+                        const std::vector<std::string>& extra = {}) {
   auto node = browser_tools();
   auto log = "/tmp/outboxd-e2e-" + std::to_string(::getpid()) + "-" + script + ".log";
-  child_process run(
-      {node, (browser_dir() / script).string(), "http://127.0.0.1:" + std::to_string(p.port())}, {},
-      log);
+  std::vector<std::string> args = {node, (browser_dir() / script).string(),
+                                   "http://127.0.0.1:" + std::to_string(p.port())};
+  args.insert(args.end(), extra.begin(), extra.end());
+  child_process run(args, {}, log);
   auto code = run.wait_exit(3min);
   CHECK_MESSAGE(code == 0, script << " exit code "
                                   << (code ? std::to_string(*code) : "none (timed out)") << ":\n"
@@ -102,4 +104,20 @@ TEST_CASE("a page of another site cannot change anything through a real browser"
     REQUIRE(p.wait_status(id, "CONFIRMED") == "CONFIRMED");
   }
   run_browser_script("forgery.test.mjs", p);
+}
+
+TEST_CASE("the web UI asks for a token and keeps it for the tab only, in a real browser") {
+  browser_tools();
+  // printf %s ui-read-token | sha256sum, and the same for ui-admin-token
+  outboxd_process p(
+      "ui-token", fresh_database("outboxd_e2e_ui_token"),
+      {"--set",
+       R"(auth.tokens=[{"name":"dash","role":"read","sha256":"7dab86bce5da2e02678f232245c19c81136d2d81bc90cfa9b9d7cef722d125b5"},)"
+       R"({"name":"ops","role":"admin","sha256":"52a6d158783bb5ca40237e1aa8b24d1011ca57ce2877f1f9132e6a68eab84f47"}])"});
+  p.wait_up();
+  p.client().set_default_headers({{"Authorization", "Bearer ui-admin-token"}});
+  p.quiet_world();
+  auto id = p.create_order("domestic");
+  REQUIRE(p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  run_browser_script("token.test.mjs", p, {"ui-read-token"});
 }

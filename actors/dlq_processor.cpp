@@ -31,7 +31,7 @@ public:
   /// A batch, compensated one at a time (the cap is 1).
   std::vector<item> claim(int) {
     const auto& s = ctx_->settings.outbox;
-    return repo()->claim(tag_, s.batch_size, s.lease_timeout);
+    return repo()->claim(ctx_->lease_owner(tag_), s.batch_size, s.lease_timeout);
   }
   void claimed(const std::vector<item>&) {}
   std::optional<milliseconds> next_due_in() { return repo()->next_due_in(); }

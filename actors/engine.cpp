@@ -7,6 +7,7 @@
 #include "persistence/connection_pool.hpp"
 
 #include <caf/all.hpp>
+#include <unistd.h>
 
 namespace outboxd::actors {
 
@@ -18,6 +19,9 @@ std::string engine_context::conninfo(const std::string& role) const {
 engine::engine(const conf::settings& settings, persistence::hooks_by_type hooks)
     : ctx_(std::make_shared<engine_context>()) {
   ctx_->settings = settings;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  ctx_->instance = fmt::format("{}:{}", host, ::getpid());
   ctx_->hooks = std::move(hooks);
   // Borrowed by the processors, their dead-letter children and the janitor.
   const auto& o = settings.outbox;

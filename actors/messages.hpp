@@ -68,6 +68,11 @@ struct engine_context {
   /// The connection string of a worker connection; `role` names it in pg_stat_activity
   /// (application_name "outboxd-<role>").
   std::string conninfo(const std::string& role) const;
+  /// This process among replicas: its host name (a container's or pod's name) and pid.
+  std::string instance;
+  /// What a worker's claims record as their lease owner: "<tag>@<instance>", so that an operator
+  /// sees which replica holds an event.
+  std::string lease_owner(const std::string& tag) const { return tag + "@" + instance; }
   persistence::hooks_by_type hooks;
   /// The connections the workers share (outbox.connections of them).
   std::unique_ptr<persistence::worker_connections> db;

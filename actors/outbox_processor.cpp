@@ -33,11 +33,11 @@ public:
     // Many in flight: claim what fits now, so that no claim waits (and spends its lease) behind
     // the others. One in flight: a batch sized to the backlog, run one after the other.
     if (s.calls_in_flight > 1)
-      return repo()->claim(tag_, room, s.lease_timeout);
+      return repo()->claim(ctx_->lease_owner(tag_), room, s.lease_timeout);
     auto now = std::chrono::steady_clock::now();
     if (claimed_ > 0)
       claim_size_ = sizing().next(claim_size_, claimed_, now - claimed_at_);
-    auto claimed = repo()->claim(tag_, claim_size_, s.lease_timeout);
+    auto claimed = repo()->claim(ctx_->lease_owner(tag_), claim_size_, s.lease_timeout);
     claimed_ = claimed.size();
     claimed_at_ = now;
     return claimed;

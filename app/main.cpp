@@ -27,6 +27,7 @@ options:
   --set key=value      override one key, e.g. --set outbox.poolSize=8 (repeatable)
   --port N             simulator only: the port to listen on (default 9100; 0 picks a free one)
   -h, --help           show this help
+  --version            print the version and exit
 
 Every key can also be set with OUTBOXD_<PATH> environment variables (OUTBOXD_SERVER_PORT=9123);
 the database comes from database.url, DATABASE_URL or the PG* variables.
@@ -59,6 +60,10 @@ int main(int argc, char** argv) {
   bool port_given = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     auto a = args[i];
+    if (a == "--version") {
+      fmt::print("outboxd {}\n", OUTBOXD_VERSION);
+      return app::exit_ok;
+    }
     if (a == "-h" || a == "--help" || a == "help") {
       std::fputs(usage, stdout);
       return app::exit_ok;

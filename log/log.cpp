@@ -1,4 +1,5 @@
-// Log sink: formats lines and writes them to stderr under one lock so lines never interleave.
+// Log sink: formats lines and writes them (JSON to stdout, text to stderr) under one lock so lines
+// never interleave.
 #include "log/log.hpp"
 
 #include <atomic>
@@ -82,8 +83,9 @@ bool enabled(level l) {
 }
 
 void write(level l, std::string_view actor, std::string_view message) {
+  const bool json = out_format.load(std::memory_order_relaxed) == format::json;
   std::string line;
-  if (out_format.load(std::memory_order_relaxed) == format::json) {
+  if (json) {
     line = "{\"ts\":";
     append_json_string(line, timestamp());
     line += ",\"level\":";
@@ -96,9 +98,12 @@ void write(level l, std::string_view actor, std::string_view message) {
   } else {
     line = fmt::format("{} {:<5} [{}] {}\n", timestamp(), level_name(l), actor, message);
   }
+  // JSON lines go to stdout, where a container runtime's log collector reads records; text lines
+  // go to stderr, beside the command line's own messages.
+  std::FILE* out = json ? stdout : stderr;
   std::lock_guard lock(write_mutex);
-  std::fwrite(line.data(), 1, line.size(), stderr);
-  std::fflush(stderr);
+  std::fwrite(line.data(), 1, line.size(), out);
+  std::fflush(out);
 }
 
 } // namespace outboxd::log

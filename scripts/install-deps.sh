@@ -3,7 +3,7 @@
 # through sudo. Usage: scripts/install-deps.sh [--build|--runtime]
 #   (default)  everything to build, test and run locally: compiler, libraries, PostgreSQL server,
 #              Chromium and Node.js for the browser test, wrk and python3 for bench/, Graphviz for
-#              the diagrams of docs/ (scripts/docs.sh)
+#              the diagrams of docs/ (scripts/docs.sh), podman for the container tests
 #   --build    compiler and libraries only (the container's build stage)
 #   --runtime  only the shared libraries and tools the container's runtime stage needs
 set -euo pipefail
@@ -18,14 +18,21 @@ database_packages=(postgresql-15 postgresql-client-15 curl ca-certificates)
 browser_test_packages=(chromium nodejs npm) # test/browser drives Debian's chromium with playwright-core
 bench_packages=(wrk python3)                 # bench/run.sh: the intake load and the report
 docs_packages=(graphviz)                     # scripts/docs.sh renders docs/diagrams/*.dot
+# test/container builds the image and runs it, alone and in compose, on rootful podman
+# (scripts/container-engine.sh configures it); mmdebstrap makes the Debian base image where no
+# registry answers.
+container_packages=(
+  podman runc conmon fuse-overlayfs slirp4netns uidmap iptables netavark aardvark-dns catatonit
+  podman-compose mmdebstrap
+)
 runtime_packages=(
-  libcaf-core0.17 libcaf-io0.17 libpqxx-6.4 libcpp-httplib0.11 libfmt9 libcurl4 curl
-  ca-certificates
+  libcaf-core0.17 libcaf-io0.17 libpqxx-6.4 libcpp-httplib0.11 libfmt9 libcurl4 libssl3
+  curl ca-certificates # curl: the image's HEALTHCHECK
 )
 
 case "${1:-}" in
   "") packages=("${build_packages[@]}" "${database_packages[@]}" "${browser_test_packages[@]}"
-          "${bench_packages[@]}" "${docs_packages[@]}") ;;
+          "${bench_packages[@]}" "${docs_packages[@]}" "${container_packages[@]}") ;;
   --build) packages=("${build_packages[@]}") ;;
   --runtime) packages=("${runtime_packages[@]}") ;;
   *) echo "usage: install-deps.sh [--build|--runtime]" >&2; exit 2 ;;

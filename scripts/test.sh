@@ -14,6 +14,8 @@ bash scripts/install-deps.sh
 if [[ ! -d test/browser/node_modules ]]; then npm ci --prefix test/browser --no-audit --no-fund; fi
 # The OpenAPI validator of docs/openapi.json (label docs), pinned by test/openapi/package-lock.json.
 if [[ ! -d test/openapi/node_modules ]]; then npm ci --prefix test/openapi --no-audit --no-fund; fi
+# The Kubernetes manifests' validator (label docs), pinned by test/deploy/package-lock.json.
+if [[ ! -d test/deploy/node_modules ]]; then npm ci --prefix test/deploy --no-audit --no-fund; fi
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)"
 

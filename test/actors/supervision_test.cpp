@@ -16,6 +16,7 @@
 #include <pqxx/pqxx>
 #include <stdexcept>
 #include <thread>
+#include <unistd.h>
 
 using namespace outboxd;
 using namespace outboxd::test;
@@ -336,6 +337,11 @@ TEST_CASE("an orderly stop finishes the call in flight, hands back unstarted cla
   REQUIRE(eventually([&] { return destination.entered() == 1; }));
   REQUIRE(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSING'") ==
           "4");
+  // The lease owner names the worker and the process among replicas: host name and pid.
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  CHECK(query_value(db(), "SELECT string_agg(DISTINCT lease_owner, ' ') FROM outbox_events") ==
+        fmt::format("outbox-processor-1@{}:{}", host, ::getpid()));
 
   // The call in flight answers once the stop has begun.
   CHECK(stop_while_held(eng, destination) < settings.outbox.shutdown_timeout);

@@ -13,7 +13,8 @@ RUN rm -rf build && cmake --preset release -DOUTBOXD_TESTS=OFF >/dev/null \
 
 FROM debian:bookworm-slim AS runtime
 COPY scripts/install-deps.sh /tmp/install-deps.sh
-RUN bash /tmp/install-deps.sh --runtime && rm -rf /var/lib/apt/lists/* /tmp/install-deps.sh \
+RUN bash /tmp/install-deps.sh --runtime && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /tmp/install-deps.sh \
  && groupadd --gid 10001 outboxd \
  && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin outboxd
 COPY --from=build /src/build/release/outboxd /usr/local/bin/outboxd

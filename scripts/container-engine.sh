@@ -68,6 +68,14 @@ if ! base_images; then
         chroot "$1" update-ca-certificates >/dev/null 2>&1 || true')
     fi
     options+=(--customize-hook='rm -f "$1/etc/hostname"; : > "$1/etc/resolv.conf"')
+    # Slim, as the registry's -slim images are: no manuals, documentation or translations, in the
+    # image or in what is installed in it later (the copyright files stay).
+    for path in /usr/share/man /usr/share/doc /usr/share/info /usr/share/locale; do
+      options+=(--dpkgopt="path-exclude=$path/*")
+    done
+    options+=(--dpkgopt='path-include=/usr/share/doc/*/copyright')
+    options+=(--customize-hook='rm -rf "$1"/usr/share/man/* "$1"/usr/share/info/* "$1"/usr/share/locale/*
+      find "$1/usr/share/doc" -type f ! -name copyright -delete; rm -rf "$1"/var/cache/apt/*.bin')
     printf '%s\n' "${sources[@]}" >"$work/sources.list"
     mmdebstrap "${options[@]}" bookworm "$work/rootfs.tar" "$work/sources.list" \
       >"$work/mmdebstrap.log" 2>&1 || { tail -20 "$work/mmdebstrap.log" >&2; fail "mmdebstrap failed"; }

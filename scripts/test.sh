@@ -22,4 +22,7 @@ cmake --build --preset "$preset" -j "$(nproc)"
 source scripts/throwaway-db.sh
 echo "test database: $TEST_DATABASE_URL"
 
-ctest --preset "$preset" -j 2 "$@"
+# The upgrade test builds a second image (minutes): it runs when a label selects it (-L upgrade).
+ctest_args=("$@")
+if ! printf '%s\n' "$@" | grep -qE '^(-L|--label-regex)'; then ctest_args+=(-LE upgrade); fi
+ctest --preset "$preset" -j 2 "${ctest_args[@]}"

@@ -23,6 +23,7 @@ source scripts/throwaway-db.sh
 echo "test database: $TEST_DATABASE_URL"
 
 # The upgrade test builds a second image (minutes): it runs when a label selects it (-L upgrade).
-ctest_args=("$@")
-if ! printf '%s\n' "$@" | grep -qE '^(-L|--label-regex)'; then ctest_args+=(-LE upgrade); fi
-ctest --preset "$preset" -j 2 "${ctest_args[@]}"
+labelled=no
+for a in "$@"; do [[ ($a == -L* && $a != -LE*) || $a == --label-regex* ]] && labelled=yes; done
+if [[ $labelled == no ]]; then set -- "$@" -LE upgrade; fi
+ctest --preset "$preset" -j 2 "$@"

@@ -35,7 +35,6 @@ for r in "${replicas[@]}"; do
   wait_for 90 "$r ready" ready_at "$r"
 done
 say "compose up with three replicas ready in $((SECONDS - t0)) s"
-psql_in() { podman exec "$pg" psql -qAt -U outboxd -d outboxd -c "$1"; }
 
 no_own_simulator() { [[ $(status "$(base_of "${replicas[0]}")/api/simulator/config") == 404 ]]; }
 check "the replicas run no simulator of their own" no_own_simulator

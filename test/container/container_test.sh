@@ -32,27 +32,14 @@ check "without tokens the container refuses to start (exit $code, naming auth.to
   bash -c '[[ $1 == 2 ]] && grep -q "auth.tokens" <<<"$2"' _ "$code" "$refused"
 
 # --- PostgreSQL in its own container, outboxd in another ---------------------------------------
-network=$suffix
-remember network "$network"
-podman network create "$network" >/dev/null
-remember volume "$suffix-pgdata"
-podman volume create "$suffix-pgdata" >/dev/null
-password=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
-pg=$suffix-postgres
-remember container "$pg"
-podman run -d --name "$pg" --network "$network" --network-alias postgres \
-  -e POSTGRES_USER=outboxd -e POSTGRES_PASSWORD="$password" -e POSTGRES_DB=outboxd \
-  -v "$suffix-pgdata:/var/lib/postgresql/data" "$postgres_image" >/dev/null
-pg_ready() { podman exec "$pg" pg_isready -q -U outboxd -d outboxd; }
-wait_for 60 "PostgreSQL container accepts connections" pg_ready
-psql_in() { podman exec "$pg" psql -qAt -U outboxd -d outboxd -c "$1"; }
+start_postgres "$suffix-pgdata"
 
 ob=$suffix-outboxd
 remember container "$ob"
 # As the Kubernetes manifests run it: a read-only root file system, no capabilities.
 quiet podman run -d --name "$ob" --network "$network" -p 127.0.0.1::9000 --health-interval disable \
   --read-only --cap-drop ALL --security-opt no-new-privileges \
-  -e DATABASE_URL="postgresql://outboxd:$password@postgres:5432/outboxd" \
+  -e DATABASE_URL="$database_url" \
   -e OUTBOXD_AUTH_TOKENS="$tokens_json" -e OUTBOXD_OUTBOX_POOLSIZE=8 -e OUTBOXD_LOG_FORMAT=json \
   -e OUTBOXD_OUTBOX_LEASETIMEOUT=10s -e OUTBOXD_OUTBOX_REAPERINTERVAL=2s \
   "$outboxd_image" >/dev/null
@@ -117,7 +104,11 @@ check "11 orders in the database, none twice" test "$(psql_in "SELECT count(*) |
 pending=$(psql_in "SELECT count(*) FROM outbox_events WHERE status <> 'PROCESSED'")
 check "every outbox event processed ($pending left)" test "$pending" = 0
 
-# --- SIGTERM --------------------------------------------------------------------------------------
+# --- SIGTERM with a call in flight ---------------------------------------------------------------------
+api PUT "$base/api/simulator/config" -d '{"services": {"inventory.reserve": {"latencyMs": 2000}}}' >/dev/null
+last=$(new_order "$base" "ct-at-stop")
+in_flight() { [[ $(psql_in "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSING'") == 1 ]]; }
+wait_for 10 "order $last's event in flight" in_flight
 t0=$(date +%s.%N)
 quiet podman stop -t 30 "$ob" >/dev/null
 took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -125,5 +116,7 @@ code=$(podman inspect --format '{{.State.ExitCode}}' "$ob")
 check "SIGTERM: exit code 0 (got $code) in $took s, within outbox.shutdownTimeout (10 s)" \
   awk -v c="$code" -v t="$took" 'BEGIN { exit !(c == 0 && t < 10) }'
 check "the stop is in the log" bash -c 'podman logs "$1" 2>/dev/null | grep -q SIGTERM' _ "$ob"
+check "the event in flight was finished or handed back, not left leased" \
+  test "$(psql_in "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSING'")" = 0
 dump_logs_of=""
 say "PASS: container test"

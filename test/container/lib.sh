@@ -43,11 +43,15 @@ trap cleanup EXIT
 # The engine, or a message saying why there is none; then both images (layers cached).
 prepare_images() {
   bash "$repo/scripts/container-engine.sh" || fail "no usable container engine (above); the container tests cannot run here"
-  local t0=$SECONDS
+  local t0=$SECONDS version revision source
+  version=$(sed -n 's/^project(outboxd VERSION \([0-9.]*\).*/\1/p' "$repo/CMakeLists.txt")
+  revision=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
+  source=$(git -C "$repo" remote get-url origin 2>/dev/null || echo "$repo")
+  # The labels also as --label: podman 4.3 reuses a cached LABEL layer whatever the build args.
   podman build --format docker -q -t "$outboxd_image" \
-    --build-arg VERSION="$(sed -n 's/^project(outboxd VERSION \([0-9.]*\).*/\1/p' "$repo/CMakeLists.txt")" \
-    --build-arg REVISION="$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)" \
-    --build-arg SOURCE="$(git -C "$repo" remote get-url origin 2>/dev/null || echo "$repo")" \
+    --build-arg VERSION="$version" --build-arg REVISION="$revision" --build-arg SOURCE="$source" \
+    --label org.opencontainers.image.revision="$revision" \
+    --label org.opencontainers.image.source="$source" \
     "$repo" >/dev/null || fail "podman build of the Dockerfile failed"
   say "image $outboxd_image built in $((SECONDS - t0)) s ($(image_size "$outboxd_image"))"
   t0=$SECONDS
@@ -88,6 +92,30 @@ wait_for() {
   done
   say "ok: $what"
 }
+
+# start_postgres [VOLUME]: a private network ($network) and a PostgreSQL container on it (alias
+# postgres, data in VOLUME when given), ready; sets pg and database_url.
+network=$suffix
+start_postgres() {
+  remember network "$network"
+  podman network create "$network" >/dev/null
+  local password volume=()
+  password=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  if [[ -n ${1:-} ]]; then
+    remember volume "$1"
+    podman volume create "$1" >/dev/null
+    volume=(-v "$1:/var/lib/postgresql/data")
+  fi
+  pg=$suffix-postgres
+  remember container "$pg"
+  podman run -d --name "$pg" --network "$network" --network-alias postgres \
+    -e POSTGRES_USER=outboxd -e POSTGRES_PASSWORD="$password" -e POSTGRES_DB=outboxd \
+    "${volume[@]}" "$postgres_image" >/dev/null
+  wait_for 60 "PostgreSQL container accepts connections" pg_ready
+  database_url="postgresql://outboxd:$password@postgres:5432/outboxd"
+}
+pg_ready() { podman exec "$pg" pg_isready -q -U outboxd -d outboxd; }
+psql_in() { podman exec "$pg" psql -qAt -U outboxd -d outboxd -c "$1"; }
 
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 

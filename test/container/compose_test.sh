@@ -15,7 +15,11 @@ export OUTBOXD_AUTH_TOKENS=$tokens_json OUTBOXD_PORTS=127.0.0.1: SIMULATOR_PORT=
 export POSTGRES_PASSWORD=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 export OUTBOXD_OUTBOX_LEASETIMEOUT=8s OUTBOXD_LOG_FORMAT=json OUTBOXD_REPLICAS=3
 compose() { podman-compose --no-ansi -p "$project" -f "$repo/docker-compose.yml" "$@"; }
-down() { compose down -v >/dev/null 2>&1 || true; }
+# podman-compose 1.0.3's down leaves the project's network behind.
+down() {
+  compose down -v >/dev/null 2>&1 || true
+  podman network rm -f "${project}_default" >/dev/null 2>&1 || true
+}
 trap 'status=$?; if ((status)); then for c in $(podman ps -a --format "{{.Names}}" --filter "label=com.docker.compose.project=$project"); do say "--- $c"; podman logs --tail 25 "$c" 2>&1 | sed "s/^/    /" >&2; done; fi; down; exit $status' EXIT
 
 t0=$SECONDS

@@ -39,6 +39,9 @@ events_logger = \"file\""
   fi
 fi
 
+info=$(podman info --format '{{.Host.OCIRuntime.Name}} {{.Host.NetworkBackend}}' 2>&1) ||
+  fail "podman cannot run here: $info"
+
 base_images() {
   podman image exists docker.io/library/debian:bookworm &&
     podman image exists docker.io/library/debian:bookworm-slim

@@ -1,7 +1,7 @@
-# outboxd container: the build stage compiles the release binary (only it: no tests; the build
-# context holds only what it needs, see .dockerignore) and strips it; the runtime stage holds the shared libraries it needs, curl for the health check,
-# and runs it as a non-root user. Both stages install packages through scripts/install-deps.sh,
-# like run.sh and test.sh.
+# outboxd container. The build stage compiles the release binary (only it, no tests; the build
+# context holds only what that needs, see .dockerignore) and strips it. The runtime stage holds
+# the shared libraries it needs and curl for the health check, and runs it as a non-root user.
+# Both stages install packages through scripts/install-deps.sh, like run.sh and test.sh.
 FROM debian:bookworm AS build
 WORKDIR /src
 COPY scripts/install-deps.sh scripts/install-deps.sh

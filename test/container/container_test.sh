@@ -24,11 +24,13 @@ check "label revision is the commit built" test "$(label revision)" = "$(git -C 
 check "label source is set" test -n "$(label source)"
 
 # --- configuration from the environment, bad values refused -----------------------------------
-refused=$(podman run --rm -e OUTBOXD_OUTBOX_POOLSIZE=banana "$outboxd_image" check-config 2>&1) && fail "a non-numeric pool size was accepted"
-check "a bad OUTBOXD_OUTBOX_POOLSIZE is refused naming outbox.poolSize" grep -q "outbox.poolSize" <<<"$refused"
-refused=$(podman run --rm "$outboxd_image" 2>&1) && fail "the image served every interface with no token"
-code=$(podman run --rm "$outboxd_image" >/dev/null 2>&1; echo $?)
-check "without tokens the container refuses to start (exit $code, naming auth.tokens)" \
+code=0
+refused=$(podman run --rm -e OUTBOXD_OUTBOX_POOLSIZE=banana "$outboxd_image" check-config 2>&1) || code=$?
+check "a bad OUTBOXD_OUTBOX_POOLSIZE is refused (exit $code) naming outbox.poolSize" \
+  bash -c '[[ $1 == 2 ]] && grep -q "outbox.poolSize" <<<"$2"' _ "$code" "$refused"
+code=0
+refused=$(podman run --rm "$outboxd_image" 2>&1) || code=$?
+check "without tokens the container refuses to start (exit $code) naming auth.tokens" \
   bash -c '[[ $1 == 2 ]] && grep -q "auth.tokens" <<<"$2"' _ "$code" "$refused"
 
 # --- PostgreSQL in its own container, outboxd in another ---------------------------------------

@@ -61,6 +61,11 @@ pid_ticks() {
   done
 }
 commits() { q postgres "SELECT sum(xact_commit + xact_rollback) FROM pg_stat_database WHERE datname = 'bench'"; }
+# switches PID: context switches (voluntary and not) of PID's live threads: each one a wake-up
+# or a preemption, which on this kind of VM costs more than most of the work between them.
+switches() {
+  cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'
+}
 busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 
 # pg_stat_statements: which statements the drain's database time goes to
@@ -88,7 +93,7 @@ log "$SYSTEM: draining $DRAIN_ORDERS orders at concurrency $CONCURRENCY, latency
 # The system's CPU counts from its start (start-up included); the others' from here.
 q postgres "SELECT pg_stat_statements_reset()" >/dev/null
 pg_before=$(pg_ticks) # this cluster only (lib/common.sh), ended backends included
-sim0=$(cpu_ticks "$SIM_PID") busy0=$(busy_ticks) tx0=$(commits)
+sim0=$(cpu_ticks "$SIM_PID") busy0=$(busy_ticks) tx0=$(commits) simsw0=$(switches "$SIM_PID")
 if [[ "$SYSTEM" == outboxd ]]; then
   outboxd_sets "$CONCURRENCY"
   start_outboxd bench "${OUTBOXD_SETS[@]}" "${EXTRA[@]}"
@@ -104,6 +109,7 @@ fi
 wait_drained "$SYSTEM"
 if [[ "$PERF" == 1 ]]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
 sut=$(cpu_ticks "$pid") sim1=$(cpu_ticks "$SIM_PID") busy1=$(busy_ticks)
+sutsw=$(switches "$pid") simsw1=$(switches "$SIM_PID")
 pg_after=$(pg_ticks)
 stop_outboxd
 stop_peer
@@ -121,10 +127,10 @@ pg_used=$((pg_after - pg_before))
 hz=$(getconf CLK_TCK)
 awk -v n="$DRAIN_ORDERS" -v t="$span" -v hz="$hz" -v sut="$sut" \
   -v sim=$((sim1 - sim0)) -v pg="$pg_used" -v busy=$((busy1 - busy0)) -v tx=$((tx1 - tx0)) \
-  -v sys="$SYSTEM" -v c="$CONCURRENCY" -v l="$LATENCY" 'BEGIN {
+  -v sys="$SYSTEM" -v c="$CONCURRENCY" -v l="$LATENCY" -v sutsw="$sutsw" -v simsw=$((simsw1 - simsw0)) 'BEGIN {
     ms = 1000 / hz / n
-    printf "%s c=%d latency=%dms: %.0f events/s in %.1fs | CPU ms/event: %s %.2f, simulator %.2f, postgres %.2f, machine %.2f | transactions/event %.1f\n",
-      sys, c, l, n / t, t, sys, sut * ms, sim * ms, pg * ms, busy * ms, tx / n }'
+    printf "%s c=%d latency=%dms: %.0f events/s in %.1fs | CPU ms/event: %s %.2f, simulator %.2f, postgres %.2f, machine %.2f | transactions/event %.1f | context switches/event: %s %.1f, simulator %.1f\n",
+      sys, c, l, n / t, t, sys, sut * ms, sim * ms, pg * ms, busy * ms, tx / n, sys, sutsw / n, simsw / n }'
 echo "statements by database time:"
 echo "$statements"
 if [[ "$PERF" == 1 ]]; then

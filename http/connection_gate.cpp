@@ -38,6 +38,11 @@ struct connection_gate::connection {
   std::optional<clock::time_point> since; // the first byte of the request being received
   bool continue_sent = false;             // "100 Continue" already sent for that request
   bool with_worker = false;               // a worker has it (the gate does not touch it)
+  /// Whether the worker waits linger_time for the next request: while the client sends it at
+  /// once (a busy keep-alive client). Off after a wait that saw nothing, on again when the gate
+  /// sees a request come within linger_time of the last answer: a client that reuses its
+  /// connection later (after its own work) does not cost a timed wait per request.
+  bool lingers = true;
   std::size_t served = 0;
 };
 
@@ -344,8 +349,10 @@ void connection_gate::on_readable(connection& c, clock::time_point now) {
   for (;;) {
     auto n = ::recv(c.fd, chunk, sizeof chunk, MSG_DONTWAIT);
     if (n > 0) {
-      if (c.buffer.empty())
+      if (c.buffer.empty()) {
         c.since = now;
+        c.lingers = now - c.idle_since <= linger_time;
+      }
       c.buffer.append(chunk, static_cast<std::size_t>(n));
       // Enough to judge the request (or its header block) whatever comes next.
       if (c.buffer.size() > limits_.max_header_bytes + limits_.max_body_bytes)
@@ -509,7 +516,7 @@ void connection_gate::serve(ready_request r) {
     // The next request, if it is already whole (pipelined) or arrives whole within a moment (a
     // busy keep-alive client), is served at once: no round trip through the gate thread.
     auto next = frame_request(c.buffer, limits_.max_header_bytes, limits_.max_body_bytes);
-    if (next.what != request_frame::kind::complete && linger(c))
+    if (next.what != request_frame::kind::complete && c.lingers && linger(c))
       next = frame_request(c.buffer, limits_.max_header_bytes, limits_.max_body_bytes);
     if (next.what != request_frame::kind::complete)
       return give_back(&c, false);
@@ -520,8 +527,10 @@ void connection_gate::serve(ready_request r) {
 
 bool connection_gate::linger(connection& c) {
   pollfd p{c.fd, POLLIN, 0};
-  if (::poll(&p, 1, static_cast<int>(linger_time.count())) <= 0)
+  if (::poll(&p, 1, static_cast<int>(linger_time.count())) <= 0) {
+    c.lingers = false;
     return false;
+  }
   char chunk[16384];
   auto n = ::recv(c.fd, chunk, sizeof chunk, MSG_DONTWAIT);
   if (n <= 0)

@@ -11,13 +11,16 @@
 #include "simulator/idempotency.hpp"
 #include "simulator/ledger.hpp"
 
-#include <condition_variable>
+#include <cerrno>
 #include <fmt/format.h>
 #include <functional>
 #include <httplib.h>
 #include <mutex>
+#include <poll.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 namespace outboxd::simulator {
 namespace {
@@ -142,15 +145,29 @@ struct simulator::impl {
   idempotency_store keys;
   side_effect_ledger ledger;
 
-  std::mutex sleep_mutex;
-  std::condition_variable wake;
-  bool stopping = false;
+  ~impl() {
+    if (stop_fd >= 0)
+      ::close(stop_fd);
+  }
+
+  /// Readable once stop() was called: every sleeping call wakes at once. Each call sleeps in
+  /// ppoll on it, on its own thread, so a thousand calls asleep share no lock (with a shared
+  /// mutex and condition variable each call's wake-up queued for the one mutex).
+  int stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 
   void sleep(std::chrono::milliseconds d) {
-    if (d.count() <= 0)
-      return;
-    std::unique_lock lock(sleep_mutex);
-    wake.wait_for(lock, d, [&] { return stopping; });
+    using clock = std::chrono::steady_clock;
+    auto until = clock::now() + d;
+    for (;;) {
+      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - clock::now()).count();
+      if (ns <= 0)
+        return;
+      timespec left{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+      pollfd stop{stop_fd, POLLIN, 0};
+      int n = ::ppoll(&stop, 1, &left, nullptr);
+      if (n > 0 || (n < 0 && errno != EINTR))
+        return; // stopping (or no way to wait: answer now)
+    }
   }
 
   void log_call(const call& c, int status, std::string_view note) {
@@ -414,11 +431,9 @@ void simulator::reset() {
 }
 
 void simulator::stop() {
-  {
-    std::lock_guard lock(impl_->sleep_mutex);
-    impl_->stopping = true;
-  }
-  impl_->wake.notify_all();
+  std::uint64_t one = 1;
+  if (impl_->stop_fd >= 0)
+    (void)::write(impl_->stop_fd, &one, sizeof one);
 }
 
 } // namespace outboxd::simulator

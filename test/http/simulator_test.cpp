@@ -805,6 +805,28 @@ TEST_CASE_FIXTURE(sim_fixture, "latency delays the answer, fixed or drawn from a
   CHECK(std::chrono::steady_clock::now() - t0 < 1s);
 }
 
+TEST_CASE("stopping the simulator wakes every call asleep in its latency at once") {
+  sim_fixture f;
+  f.configure(R"({"services": {"fraudCheck.check": {"latencyMs": 60000}}})");
+  std::atomic<int> ended{0};
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 8; ++i)
+    callers.emplace_back([&] {
+      httplib::Client c("127.0.0.1", f.port);
+      c.set_read_timeout(std::chrono::seconds(120));
+      (void)c.Post("/api/fraud/check", "{}", "application/json");
+      ++ended;
+    });
+  std::this_thread::sleep_for(300ms); // all eight asleep in their 60 s
+  CHECK(ended == 0);
+  auto start = std::chrono::steady_clock::now();
+  f.server->stop();
+  for (auto& t : callers)
+    t.join();
+  CHECK(ended == 8);
+  CHECK(std::chrono::steady_clock::now() - start < 30s); // not the 60 s they were to sleep
+}
+
 TEST_CASE_FIXTURE(sim_fixture,
                   "a late answer applies at once, answers after the caller gave up, and "
                   "a retry with the same key replays") {

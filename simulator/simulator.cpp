@@ -15,7 +15,6 @@
 #include <fmt/format.h>
 #include <functional>
 #include <httplib.h>
-#include <mutex>
 #include <poll.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>

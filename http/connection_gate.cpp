@@ -37,7 +37,10 @@ struct connection_gate::connection {
   clock::time_point idle_since;           // the last moment no request was pending
   std::optional<clock::time_point> since; // the first byte of the request being received
   bool continue_sent = false;             // "100 Continue" already sent for that request
-  bool with_worker = false;               // a worker has it (the gate does not touch it)
+  /// A worker has it and the gate does not touch it. Set by the gate when it hands the
+  /// connection over; cleared by the worker (under the gate's mutex, then the connection is
+  /// armed again) or by the gate when the worker hands it back through the gate thread.
+  std::atomic<bool> with_worker = false;
   /// Whether the worker waits linger_time for the next request: while the client sends it at
   /// once (a busy keep-alive client). Off after a wait that saw nothing, on again when the gate
   /// sees a request come within linger_time of the last answer: a client that reuses its
@@ -253,7 +256,11 @@ void connection_gate::gate_loop() {
       } else if (fd == wake_fd_) {
         std::uint64_t count;
         (void)::read(wake_fd_, &count, sizeof count);
-      } else if (auto it = connections_.find(fd); it != connections_.end()) {
+      } else if (auto it = connections_.find(fd);
+                 // (a worker's connection is not armed; only a stale event of a closed one,
+                 // whose descriptor was reused in this same batch, can name it)
+                 it != connections_.end() &&
+                 !it->second->with_worker.load(std::memory_order_acquire)) {
         on_readable(*it->second, now);
       }
     }
@@ -311,16 +318,14 @@ void connection_gate::accept_all(clock::time_point now) {
     if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) == 0)
       std::tie(c->local, c->local_port) = address_of(local);
     c->idle_since = now;
-    epoll_event e{};
-    e.events = EPOLLIN | EPOLLRDHUP;
-    e.data.fd = fd;
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e);
+    arm(*c, EPOLL_CTL_ADD);
     ++per_client_[client];
     connections_.emplace(fd, std::move(c));
   }
 }
 
 bool connection_gate::make_room(const std::string& client) {
+  std::lock_guard lock(mutex_); // a worker may be handing a connection back (hand_back)
   auto mine = per_client_.find(client);
   bool client_full =
       mine != per_client_.end() && mine->second >= limits_.max_connections_per_client;
@@ -375,7 +380,7 @@ void connection_gate::on_readable(connection& c, clock::time_point now) {
 
 void connection_gate::try_dispatch(connection& c) {
   if (c.buffer.empty())
-    return;
+    return arm(c, EPOLL_CTL_MOD);
   auto frame = frame_request(c.buffer, limits_.max_header_bytes, limits_.max_body_bytes);
   using kind = request_frame::kind;
   switch (frame.what) {
@@ -384,7 +389,7 @@ void connection_gate::try_dispatch(connection& c) {
       (void)::send(c.fd, continue_line.data(), continue_line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       c.continue_sent = true;
     }
-    return;
+    return arm(c, EPOLL_CTL_MOD);
   case kind::headers_too_large:
     return refuse(
         c, 431,
@@ -404,8 +409,7 @@ void connection_gate::try_dispatch(connection& c) {
     std::lock_guard lock(mutex_);
     if (ready_.size() < queued_per_worker * static_cast<std::size_t>(limits_.workers) &&
         !stopping_) {
-      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
-      c.with_worker = true;
+      c.with_worker = true; // not armed (one-shot): no event comes for it until re-armed
       ready_.push_back({&c, frame.length});
       ready_cv_.notify_one();
       return;
@@ -415,6 +419,7 @@ void connection_gate::try_dispatch(connection& c) {
 }
 
 void connection_gate::sweep(clock::time_point now) {
+  std::lock_guard lock(mutex_); // a worker may be handing a connection back (hand_back)
   std::vector<connection*> late;
   std::vector<connection*> idle;
   for (auto& [fd, c] : connections_) {
@@ -449,10 +454,6 @@ void connection_gate::take_back(clock::time_point now) {
     c->idle_since = now;
     c->since = c->buffer.empty() ? std::nullopt : std::optional(now);
     c->continue_sent = false;
-    epoll_event e{};
-    e.events = EPOLLIN | EPOLLRDHUP;
-    e.data.fd = c->fd;
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c->fd, &e);
     try_dispatch(*c);
   }
 }
@@ -519,7 +520,7 @@ void connection_gate::serve(ready_request r) {
     if (next.what != request_frame::kind::complete && c.lingers && linger(c))
       next = frame_request(c.buffer, limits_.max_header_bytes, limits_.max_body_bytes);
     if (next.what != request_frame::kind::complete)
-      return give_back(&c, false);
+      return c.buffer.empty() ? hand_back(c) : give_back(&c, false);
     r.length = next.length;
     c.continue_sent = false;
   }
@@ -537,6 +538,26 @@ bool connection_gate::linger(connection& c) {
     return false; // the gate sees the close (or the error) again and ends the connection
   c.buffer.append(chunk, static_cast<std::size_t>(n));
   return true;
+}
+
+void connection_gate::hand_back(connection& c) {
+  c.idle_since = clock::now();
+  c.since.reset();
+  c.continue_sent = false;
+  // Under the mutex: the gate closes idle connections (sweep, make_room) under it too, so it
+  // never closes this one between the two steps below.
+  std::lock_guard lock(mutex_);
+  c.with_worker.store(false, std::memory_order_release);
+  arm(c, EPOLL_CTL_MOD);
+}
+
+void connection_gate::arm(connection& c, int op) {
+  // One-shot: after one event the gate (or the worker it hands the connection to) owns the
+  // connection until it arms it again, so no two threads ever read it at once.
+  epoll_event e{};
+  e.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+  e.data.fd = c.fd;
+  ::epoll_ctl(epoll_fd_, op, c.fd, &e);
 }
 
 void connection_gate::give_back(connection* c, bool close) {

@@ -1,7 +1,8 @@
 // The connections of the plain-HTTP listener. One thread accepts them and reads them without
 // blocking (epoll) until a whole request has arrived; only then does a worker thread run it, and
-// between requests a keep-alive connection goes back to that thread. A slow, dribbling or idle
-// client therefore costs a buffer, never one of the threads that serve everyone else:
+// between requests the worker arms a keep-alive connection in that thread's epoll again (armed
+// for one event at a time, a connection is owned by one thread at a time). A slow, dribbling or
+// idle client therefore costs a buffer, never one of the threads that serve everyone else:
 // - a request (headers and body) must arrive whole within `request_timeout` of its first byte,
 //   else 408; an idle connection is closed after `keep_alive_timeout`;
 // - connections are capped in all and per client address; over a cap the oldest idle
@@ -83,7 +84,9 @@ private:
   void worker_loop();
   void serve(ready_request r);
   bool linger(connection& c);
+  void hand_back(connection& c);
   void give_back(connection* c, bool close);
+  void arm(connection& c, int op);
   void wake();
 
   gate_limits limits_;

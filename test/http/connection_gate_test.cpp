@@ -5,6 +5,7 @@
 #include "http/listener.hpp"
 #include "test/support/raw_http.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <doctest/doctest.h>
 #include <httplib.h>
@@ -125,6 +126,76 @@ TEST_CASE("an idle connection is closed after server.keepAliveTimeout") {
   gate_fixture f;
   raw_connection c(f.port);
   CHECK(c.closed_within(4000ms));
+}
+
+TEST_CASE("a served keep-alive connection is idle again: closed after keepAliveTimeout, shed "
+          "at the cap") {
+  gate_fixture f(1, 3, 3);
+  auto older = std::make_unique<raw_connection>(f.port);
+  std::this_thread::sleep_for(20ms);
+  raw_connection served(f.port);
+  served.send(f.get());
+  REQUIRE(served.read_response(answered).status == 200);
+  std::this_thread::sleep_for(50ms); // past the worker's wait for a next request
+  served.send(f.get());
+  REQUIRE(served.read_response(answered).status == 200);
+  std::this_thread::sleep_for(20ms);
+  raw_connection younger(f.port);
+  // The cap is reached: each newcomer sheds the longest-idle connection, the served one second.
+  raw_connection first(f.port);
+  CHECK(older->closed_within(answered));
+  older.reset();
+  raw_connection second(f.port);
+  CHECK(served.closed_within(answered));
+  CHECK_FALSE(younger.closed_within(100ms));
+
+  raw_connection kept(f.port); // sheds `younger`; `kept` is then served and left idle
+  kept.send(f.get());
+  REQUIRE(kept.read_response(answered).status == 200);
+  CHECK(kept.closed_within(4000ms));
+}
+
+TEST_CASE("keep-alive clients churning at the connection cap: every request answered or its "
+          "connection closed") {
+  // Twelve clients, eight connections allowed: newcomers keep shedding idle connections while
+  // the workers hand served ones back. A connection is never left open without an answer.
+  gate_fixture f(2, 8, 8);
+  std::atomic<int> answered_200{0}, stuck{0}, other{0};
+  std::vector<std::thread> clients;
+  auto until = std::chrono::steady_clock::now() + 2s;
+  for (int i = 0; i < 12; ++i)
+    clients.emplace_back([&, i] {
+      std::unique_ptr<raw_connection> c;
+      while (std::chrono::steady_clock::now() < until) {
+        try {
+          if (!c)
+            c = std::make_unique<raw_connection>(f.port);
+          c->send(f.get());
+        } catch (const std::exception&) {
+          c.reset();
+          continue;
+        }
+        auto asked = std::chrono::steady_clock::now();
+        auto r = c->read_response(answered);
+        if (r.status == 200)
+          ++answered_200;
+        else if (r.status == 0 && std::chrono::steady_clock::now() - asked >= answered)
+          ++stuck; // neither answered nor closed
+        else if (r.status != 0 && r.status != 503)
+          ++other;
+        if (r.status != 200)
+          c.reset();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1 + i % 3));
+      }
+    });
+  for (auto& t : clients)
+    t.join();
+  CHECK(stuck.load() == 0);
+  CHECK(other.load() == 0);
+  CHECK(answered_200.load() > 100);
+  raw_connection probe(f.port);
+  probe.send(f.get());
+  CHECK(probe.read_response(answered).status == 200);
 }
 
 TEST_CASE("over the connection cap the longest-idle connection makes room") {

@@ -1,12 +1,22 @@
-// The multi driver: each transfer is added to one CURLM; curl_multi_poll waits on all of their
-// sockets at once, so a thread carries as many calls as it is given, and the connection cache of
-// the multi handle keeps keep-alive connections between them.
+// The multi driver: each transfer is added to one CURLM, whose sockets curl hands to an epoll
+// set of ours (its socket callback) with the time of its next timeout (its timer callback); run()
+// waits on that set and tells curl only about the sockets that are ready
+// (curl_multi_socket_action), so a wake-up costs the calls that progressed, not every call in
+// flight as curl_multi_poll and curl_multi_perform would. The connection cache of the multi handle
+// keeps keep-alive connections between calls.
 #include "client/multi_caller.hpp"
 
 #include "client/transfer.hpp"
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <curl/curl.h>
 #include <iterator>
+#include <stdexcept>
+#include <string>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 namespace outboxd::client {
 namespace {
@@ -30,9 +40,50 @@ struct multi_caller::running {
   completion done;
 };
 
+int multi_caller::on_socket(void*, int fd, int what, void* self, void*) {
+  auto epoll_fd = static_cast<multi_caller*>(self)->epoll_fd_;
+  if (what == CURL_POLL_REMOVE) {
+    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+    return 0;
+  }
+  epoll_event e{};
+  e.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
+  e.data.fd = fd;
+  if (::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, fd, &e) != 0 && errno == ENOENT)
+    ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &e);
+  return 0;
+}
+
+int multi_caller::on_timer(void*, long timeout_ms, void* self) {
+  static_cast<multi_caller*>(self)->timeout_ =
+      timeout_ms < 0 ? clock::time_point::max()
+                     : clock::now() + std::chrono::milliseconds(timeout_ms);
+  return 0;
+}
+
+void multi_caller::act(int fd, int events) {
+  int still = 0;
+  curl_multi_socket_action(multi_of(multi_), fd, events, &still);
+}
+
+void multi_caller::on_timeout() {
+  if (timeout_ > clock::now())
+    return;
+  timeout_ = clock::time_point::max(); // curl sets the next one while it acts
+  act(CURL_SOCKET_TIMEOUT, 0);
+}
+
 multi_caller::multi_caller() {
   init_curl_once();
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0)
+    throw std::runtime_error(std::string("cannot create the call driver's epoll set: ") +
+                             std::strerror(errno));
   multi_ = curl_multi_init();
+  curl_multi_setopt(multi_of(multi_), CURLMOPT_SOCKETFUNCTION, &multi_caller::on_socket);
+  curl_multi_setopt(multi_of(multi_), CURLMOPT_SOCKETDATA, this);
+  curl_multi_setopt(multi_of(multi_), CURLMOPT_TIMERFUNCTION, &multi_caller::on_timer);
+  curl_multi_setopt(multi_of(multi_), CURLMOPT_TIMERDATA, this);
   CURLSH* share = curl_share_init();
   // One thread uses both handles, so no lock callbacks are needed. Connections are the multi
   // handle's own cache (shared by all its transfers); the share adds DNS and TLS sessions.
@@ -43,8 +94,9 @@ multi_caller::multi_caller() {
 
 multi_caller::~multi_caller() {
   cancel_all();
-  curl_multi_cleanup(multi_of(multi_));
+  curl_multi_cleanup(multi_of(multi_)); // may still call on_socket: the set is closed after it
   curl_share_cleanup(static_cast<CURLSH*>(share_));
+  ::close(epoll_fd_);
 }
 
 void multi_caller::start(const call_request& request, completion done) {
@@ -95,17 +147,26 @@ std::vector<std::pair<multi_caller::completion, call_result>> multi_caller::coll
 std::size_t multi_caller::run(std::chrono::milliseconds max_wait) {
   auto finished = std::move(ready_);
   ready_.clear();
-  int still = 0;
   if (!running_.empty()) {
-    curl_multi_perform(multi_of(multi_), &still);
+    on_timeout();
     auto more = collect();
     std::move(more.begin(), more.end(), std::back_inserter(finished));
   }
   if (finished.empty()) {
-    // curl_multi_poll sleeps the whole timeout when there are no sockets, unlike curl_multi_wait.
-    curl_multi_poll(multi_of(multi_), nullptr, 0, static_cast<int>(max_wait.count()), nullptr);
+    auto wait = max_wait;
+    if (timeout_ != clock::time_point::max())
+      wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(timeout_ - clock::now()),
+                        std::chrono::milliseconds{0}, max_wait);
+    epoll_event events[64];
+    int n = ::epoll_wait(epoll_fd_, events, 64, static_cast<int>(wait.count()));
+    for (int i = 0; i < n; ++i) {
+      auto e = events[i].events;
+      act(events[i].data.fd, ((e & (EPOLLIN | EPOLLHUP | EPOLLERR)) ? CURL_CSELECT_IN : 0) |
+                                 ((e & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
+                                 ((e & EPOLLERR) ? CURL_CSELECT_ERR : 0));
+    }
     if (!running_.empty()) {
-      curl_multi_perform(multi_of(multi_), &still);
+      on_timeout();
       finished = collect();
     }
   }
@@ -117,9 +178,9 @@ std::size_t multi_caller::run(std::chrono::milliseconds max_wait) {
 }
 
 void multi_caller::send() {
-  int still = 0;
+  // A transfer added since is due at once (curl's timer): acting on it connects and sends.
   if (!running_.empty())
-    curl_multi_perform(multi_of(multi_), &still);
+    on_timeout();
 }
 
 void multi_caller::cancel_all() {

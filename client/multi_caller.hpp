@@ -49,13 +49,25 @@ public:
   void cancel_all();
 
 private:
+  using clock = std::chrono::steady_clock;
   struct running;
+  /// curl's socket callback: keeps the epoll set to the sockets and directions curl waits on.
+  static int on_socket(void* easy, int fd, int what, void* self, void* socket_data);
+  /// curl's timer callback: when curl next wants to be told that time passed.
+  static int on_timer(void* multi, long timeout_ms, void* self);
+  /// Tells curl that `fd` is ready (CURL_CSELECT_* in `events`), or that its timeout came.
+  void act(int fd, int events);
+  /// Tells curl its timeout came, if it did.
+  void on_timeout();
+
   /// Removes finished transfers from the multi handle; their results with their completions.
   std::vector<std::pair<completion, call_result>> collect();
 
-  void* multi_;                                       // CURLM*
-  void* share_;                                       // CURLSH*: DNS answers and TLS sessions
-  std::map<void*, std::unique_ptr<running>> running_; // by CURL*
+  int epoll_fd_ = -1;                                    // the sockets of the calls in flight
+  clock::time_point timeout_ = clock::time_point::max(); // curl's next timeout
+  void* multi_;                                          // CURLM*
+  void* share_;                                          // CURLSH*: DNS answers and TLS sessions
+  std::map<void*, std::unique_ptr<running>> running_;    // by CURL*
   /// Calls that ended before reaching curl (a request that cannot be made), delivered by run().
   std::vector<std::pair<completion, call_result>> ready_;
 };

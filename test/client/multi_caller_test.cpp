@@ -109,6 +109,30 @@ TEST_CASE("connections are kept between calls of one driver") {
   CHECK(server.accepted() == 1);
 }
 
+TEST_CASE("a kept connection the server then closes leaves the driver asleep; the next call "
+          "connects again") {
+  raw_server server([](int fd) { // one answer, then the connection is closed
+    if (!read_request(fd).empty())
+      write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+  });
+  multi_caller m;
+  int answered = 0;
+  m.start(get(server.url()), [&](call_result r) { answered += r.status ? 1 : 0; });
+  drive(m, [&] { return answered == 1; });
+  REQUIRE(answered == 1);
+  // Nothing in flight, the cached connection closed by the peer: each run() waits its whole
+  // time. One that returned at once (a socket left in the wait set) would come back thousands
+  // of times in this second.
+  int returns = 0;
+  for (auto until = steady_clock::now() + 1s; steady_clock::now() < until; ++returns)
+    m.run(100ms);
+  CHECK(returns <= 20);
+  m.start(get(server.url()), [&](call_result r) { answered += r.status ? 1 : 0; });
+  drive(m, [&] { return answered == 2; });
+  CHECK(answered == 2);
+  CHECK(server.accepted() == 2);
+}
+
 TEST_CASE("each call keeps its own deadline and body cap under the multi driver") {
   raw_server silent([](int fd) {
     read_request(fd);

@@ -2,7 +2,8 @@
 # outboxd's benchmark: intake, drain, wake-up, flat cost, memory, a burst and slow partners
 # against their targets and a peer. See bench/README.md.
 #
-#   bench/run.sh            full run: every figure the median of 3 runs (about 30-40 minutes)
+#   bench/run.sh            full run: every figure the median of 3 runs (about 1 hour on 2
+#                           busy cores; --slow adds about 45 minutes)
 #   bench/run.sh --quick    one run of each, smaller sizes (under 6 minutes without --slow)
 #   bench/run.sh --smoke    CI check that the harness works: every measure at a tiny size (about a
 #                           minute); writes the JSON to a temporary file (or --out FILE), never

@@ -69,7 +69,7 @@ switches() {
 busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 
 # pg_stat_statements: which statements the drain's database time goes to
-PG_EXTRA_OPTS="${PG_EXTRA_OPTS:-} -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+PG_EXTRA_OPTS="${PG_EXTRA_OPTS:-} -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on"
 export PG_EXTRA_OPTS
 start_postgres
 q postgres "CREATE EXTENSION pg_stat_statements"
@@ -114,10 +114,10 @@ pg_after=$(pg_ticks)
 stop_outboxd
 stop_peer
 tx1=$(commits) # backends report their statistics when they exit
-statements=$(q postgres "SELECT format('%8s ms %7s calls %7s rows  %s', round(total_exec_time), calls, rows,
+statements=$(q postgres "SELECT format('%8s ms %6s ms plan %7s calls %7s rows  %s', round(total_exec_time), round(total_plan_time), calls, rows,
     left(regexp_replace(query, '\s+', ' ', 'g'), 110))
   FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'bench')
-  ORDER BY total_exec_time DESC LIMIT 12")
+  ORDER BY total_exec_time + total_plan_time DESC LIMIT 12")
 if [[ "$SYSTEM" == outboxd ]]; then s=""; else s="peer."; fi
 # the drain's span as bench/run.sh takes it: first call started → last order CONFIRMED
 span=$(q bench "SELECT extract(epoch FROM (SELECT max(updated_at) FROM ${s}orders)

@@ -13,11 +13,22 @@
 // backlog, or scan every unfinished event once per candidate, and such claims ran for minutes
 // while their row locks held up the completions. Parameters: $1 how many, $2 the lease owner,
 // $3 the lease in milliseconds.
+//
+// Planning the walk costs about twice running it (1.1 against 0.55 ms at 16 in flight, latency 0,
+// where a claim comes every event or two), so each connection prepares it once. A kept plan must
+// not depend on the statistics it was made with: one made while the tables were empty (and
+// analyzed so) scans them whole at every step and probe, which after a burst of 10 000 events
+// touched 14 million pages for a claim of ten. The claim is therefore always planned with index
+// paths only (sequential scans, sorts, hash and merge joins, bitmap scans and JIT off, for the
+// claim's own transaction), and with none of its parameters changing the plan, generically.
 #pragma once
 
+#include <chrono>
 #include <fmt/format.h>
+#include <pqxx/pqxx>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace outboxd::persistence {
 
@@ -47,5 +58,34 @@ UPDATE {0} {1}
 RETURNING {3})sql",
                      table, row, tests, returning);
 }
+
+/// A claim (made by claim_walk_sql) prepared on one connection.
+class claim_statement {
+public:
+  claim_statement(std::string name, std::string sql)
+      : name_(std::move(name)), sql_(std::move(sql)) {}
+
+  /// Claims up to `limit` for `owner`, leased for `lease`, in one round trip (the first run
+  /// prepares the statement first: a PREPARE stays when its transaction fails), with the planner
+  /// settings above for `tx`'s transaction only (the statement's own for a nontransaction).
+  pqxx::result run(pqxx::transaction_base& tx, int limit, const std::string& owner,
+                   std::chrono::milliseconds lease) {
+    if (!prepared_) {
+      tx.exec(fmt::format("PREPARE {}(integer, text, bigint) AS {}", name_, sql_));
+      prepared_ = true;
+    }
+    return tx.exec(fmt::format(
+        "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; "
+        "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; "
+        "SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off; "
+        "SET LOCAL plan_cache_mode = force_generic_plan; EXECUTE {}({}, {}, {})",
+        name_, limit, tx.quote(owner), lease.count()));
+  }
+
+private:
+  const std::string name_;
+  const std::string sql_;
+  bool prepared_ = false;
+};
 
 } // namespace outboxd::persistence

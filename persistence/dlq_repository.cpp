@@ -85,7 +85,8 @@ SELECT ceil(extract(epoch FROM min(next_retry_at) - now()) * 1000)::bigint
 } // namespace
 
 dlq_repository::dlq_repository(pqxx::connection& conn, hooks_by_type hooks)
-    : conn_(conn), hooks_(std::move(hooks)) {
+    : conn_(conn), hooks_(std::move(hooks)),
+      claim_("dlq_claim", claim_walk_sql("dead_letter_events", 'd', claim_tests, claim_returns)) {
   conn_.prepare("dlq_resolve", resolve_sql);
   conn_.prepare("dlq_retry", retry_sql);
   conn_.prepare("dlq_postpone", postpone_sql);
@@ -101,10 +102,7 @@ dlq_repository::dlq_repository(pqxx::connection& conn, hooks_by_type hooks)
 std::vector<claimed_dead_letter> dlq_repository::claim(const std::string& owner, int limit,
                                                        std::chrono::milliseconds lease) {
   pqxx::work tx(conn_);
-  // Sent unprepared, like the outbox's claim (see outbox_repository::claim).
-  static const std::string sql =
-      claim_walk_sql("dead_letter_events", 'd', claim_tests, claim_returns);
-  auto rows = tx.exec_params(sql, limit, owner, static_cast<long long>(lease.count()));
+  auto rows = claim_.run(tx, limit, owner, lease);
   tx.commit();
   std::vector<claimed_dead_letter> out;
   auto now = std::chrono::steady_clock::now();

@@ -4,6 +4,7 @@
 
 #include "domain/outbox.hpp"
 #include "persistence/aggregate_hooks.hpp"
+#include "persistence/claim_walk.hpp"
 #include "persistence/outbox_repository.hpp"
 
 #include <chrono>
@@ -75,6 +76,7 @@ public:
 private:
   pqxx::connection& conn_;
   hooks_by_type hooks_;
+  claim_statement claim_;
 };
 
 } // namespace outboxd::persistence

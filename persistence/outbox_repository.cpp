@@ -249,7 +249,10 @@ claimed_event to_claimed(const pqxx::row& r) {
 } // namespace
 
 outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks)
-    : conn_(conn), hooks_(std::move(hooks)) {
+    : conn_(conn), hooks_(std::move(hooks)),
+      claim_("outbox_claim",
+             fmt::format("{}, {}", claim_walk_sql("outbox_events", 'e', claim_tests, claim_returns),
+                         async_commit)) {
   conn_.prepare("outbox_successes", successes_sql);
   conn_.prepare("outbox_reverted", reverted_sql);
   conn_.prepare("outbox_latest_event", latest_event_sql);
@@ -271,14 +274,8 @@ outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks
 
 std::vector<claimed_event> outbox_repository::claim(const std::string& owner, int limit,
                                                     std::chrono::milliseconds lease) {
-  // Sent unprepared, so that every claim is planned for the tables as they are now: a prepared
-  // statement settles on a generic plan after five runs and keeps it until the next ANALYZE, and
-  // one made while the tables were empty (a fresh start) scans them whole at every step. Claims
-  // are few (one per batch), so planning each is cheap.
-  static const std::string sql = fmt::format(
-      "{}, {}", claim_walk_sql("outbox_events", 'e', claim_tests, claim_returns), async_commit);
   pqxx::nontransaction tx(conn_);
-  auto rows = tx.exec_params(sql, limit, owner, static_cast<long long>(lease.count()));
+  auto rows = claim_.run(tx, limit, owner, lease);
   std::vector<claimed_event> out;
   auto now = std::chrono::steady_clock::now();
   for (const auto& r : rows) {

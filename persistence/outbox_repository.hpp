@@ -7,6 +7,7 @@
 #include "domain/order.hpp"
 #include "domain/outbox.hpp"
 #include "persistence/aggregate_hooks.hpp"
+#include "persistence/claim_walk.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -181,6 +182,7 @@ private:
 
   pqxx::connection& conn_;
   hooks_by_type hooks_;
+  claim_statement claim_;
   std::set<std::string> prepared_; // names of the statements prepared on first use
 };
 

@@ -259,6 +259,32 @@ TEST_CASE_FIXTURE(fixture, "a claim steps over the processed front of a burst th
   CHECK(pages < 1000);
 }
 
+TEST_CASE_FIXTURE(fixture, "a claim is planned once per connection, on the indexes, even when "
+                           "the plan is made while the tables are empty") {
+  // Statistics of empty tables: planned as usual, the claim would scan them whole at every step
+  // of its walk and at every probe.
+  exec("ANALYZE outbox_events, dead_letter_events, aggregate_results");
+  for (int i = 0; i < 8; ++i)
+    REQUIRE(a.claim("a", 10, 60s).empty());
+  auto plan_runs = [&] {
+    return pqxx::nontransaction(conn_a).exec1(
+        "SELECT generic_plans || ' ' || custom_plans FROM pg_prepared_statements "
+        "WHERE name = 'outbox_claim'")[0].as<std::string>();
+  };
+  CHECK(plan_runs() == "8 0"); // one plan, made at the first claim and kept
+
+  // A burst fills the table before the next ANALYZE; the kept plan still walks the indexes.
+  exec("INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payloads, "
+       "idempotency_key) SELECT 'order', g::text, 'OrderCreated', '{}', 'b' || g "
+       "FROM generate_series(1, 10000) g");
+  auto pages = pages_of(conn_a, [&] { REQUIRE(a.claim("a", 10, 60s).size() == 10); });
+  // A few hundred pages; the plan made for empty tables touched 14 million.
+  CHECK(pages < 1000);
+  CHECK(plan_runs() == "9 0");
+  // The planner settings were the claim's own.
+  CHECK(pqxx::nontransaction(conn_a).exec1("SHOW enable_seqscan")[0].as<std::string>() == "on");
+}
+
 TEST_CASE_FIXTURE(fixture, "the due indexes are the only partial indexes over pending rows that "
                            "a claim's walk could take") {
   // Another partial index over unfinished rows, in another order, looks as cheap as the due index

@@ -7,7 +7,8 @@
 #
 #   --orders N        backlog size (default 3000)
 #   --concurrency C   calls in flight: outboxd's outbox.poolSize x outbox.callsInFlight (as in
-#                     run.sh: min(C, BENCH_PROCESSORS (4)) processors; --set overrides),
+#                     run.sh: min(C, BENCH_PROCESSORS (the CPU count)) processors; --set
+#                     overrides),
 #                     or the peer's concurrency (default 4)
 #   --latency MS      simulator latency per call (default 0)
 #   --peer            drain graphile-worker instead of outboxd
@@ -22,7 +23,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH="$ROOT/bench"
 OUTBOXD=${OUTBOXD:-$ROOT/build/release/outboxd}
-PROCESSORS=${BENCH_PROCESSORS:-4}
+PROCESSORS=${BENCH_PROCESSORS:-$(nproc)}
 CALLS_IN_FLIGHT=${BENCH_CALLS_IN_FLIGHT:-16}
 DRAIN_ORDERS=3000 CONCURRENCY=4 LATENCY=0 SYSTEM=outboxd PERF=0 INTAKE_CLIENTS=8 EXTRA=()
 while [[ $# -gt 0 ]]; do
@@ -131,7 +132,7 @@ awk -v n="$DRAIN_ORDERS" -v t="$span" -v hz="$hz" -v sut="$sut" \
     ms = 1000 / hz / n
     printf "%s c=%d latency=%dms: %.0f events/s in %.1fs | CPU ms/event: %s %.2f, simulator %.2f, postgres %.2f, machine %.2f | transactions/event %.1f | context switches/event: %s %.1f, simulator %.1f\n",
       sys, c, l, n / t, t, sys, sut * ms, sim * ms, pg * ms, busy * ms, tx / n, sys, sutsw / n, simsw / n }'
-echo "statements by database time:"
+echo "statements by database time (running, planning):"
 echo "$statements"
 if [[ "$PERF" == 1 ]]; then
   perf report -i "$WORK/perf.data" --no-children --sort comm,dso,symbol --stdio 2>/dev/null |

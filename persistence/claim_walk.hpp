@@ -74,12 +74,12 @@ public:
       tx.exec(fmt::format("PREPARE {}(integer, text, bigint) AS {}", name_, sql_));
       prepared_ = true;
     }
-    return tx.exec(fmt::format(
-        "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; "
-        "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; "
-        "SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off; "
-        "SET LOCAL plan_cache_mode = force_generic_plan; EXECUTE {}({}, {}, {})",
-        name_, limit, tx.quote(owner), lease.count()));
+    return tx.exec(
+        fmt::format("SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; "
+                    "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; "
+                    "SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off; "
+                    "SET LOCAL plan_cache_mode = force_generic_plan; EXECUTE {}({}, {}, {})",
+                    name_, limit, tx.quote(owner), lease.count()));
   }
 
 private:

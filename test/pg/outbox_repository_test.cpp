@@ -267,9 +267,10 @@ TEST_CASE_FIXTURE(fixture, "a claim is planned once per connection, on the index
   for (int i = 0; i < 8; ++i)
     REQUIRE(a.claim("a", 10, 60s).empty());
   auto plan_runs = [&] {
-    return pqxx::nontransaction(conn_a).exec1(
-        "SELECT generic_plans || ' ' || custom_plans FROM pg_prepared_statements "
-        "WHERE name = 'outbox_claim'")[0].as<std::string>();
+    return pqxx::nontransaction(conn_a)
+        .exec1("SELECT generic_plans || ' ' || custom_plans FROM pg_prepared_statements "
+               "WHERE name = 'outbox_claim'")[0]
+        .as<std::string>();
   };
   CHECK(plan_runs() == "8 0"); // one plan, made at the first claim and kept
 

@@ -107,7 +107,9 @@ pending=$(psql_in "SELECT count(*) FROM outbox_events WHERE status <> 'PROCESSED
 check "every outbox event processed ($pending left)" test "$pending" = 0
 
 # --- SIGTERM with a call in flight ---------------------------------------------------------------------
-api PUT "$base/api/simulator/config" -d '{"services": {"inventory.reserve": {"latencyMs": 2000}}}' >/dev/null
+# 4 s: long enough for the polls below (each a podman exec) to see the call in flight on a busy
+# machine, short of the 5 s call timeout and well inside outbox.shutdownTimeout.
+api PUT "$base/api/simulator/config" -d '{"services": {"inventory.reserve": {"latencyMs": 4000}}}' >/dev/null
 last=$(new_order "$base" "ct-at-stop")
 in_flight() { [[ $(psql_in "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSING'") == 1 ]]; }
 wait_for 10 "order $last's event in flight" in_flight

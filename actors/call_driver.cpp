@@ -50,6 +50,8 @@ std::size_t call_driver::flush_batch() {
       if (auto n = b->flush()) {
         resumed += n;
         again = true;
+        // The calls of the resumed runs go out before the next batch's statement.
+        calls_.send();
       }
   }
   return resumed;

@@ -115,7 +115,7 @@ pg_after=$(pg_ticks)
 stop_outboxd
 stop_peer
 tx1=$(commits) # backends report their statistics when they exit
-statements=$(q postgres "SELECT format('%8s ms %6s ms plan %7s calls %7s rows  %s', round(total_exec_time), round(total_plan_time), calls, rows,
+statements=$(q postgres "SELECT format('%8s ms %6s ms plan %7s calls %7s rows %6s ms max  %s', round(total_exec_time), round(total_plan_time), calls, rows, round(max_exec_time),
     left(regexp_replace(query, '\s+', ' ', 'g'), 110))
   FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = 'bench')
   ORDER BY total_exec_time + total_plan_time DESC LIMIT 12")
@@ -124,6 +124,28 @@ if [[ "$SYSTEM" == outboxd ]]; then s=""; else s="peer."; fi
 span=$(q bench "SELECT extract(epoch FROM (SELECT max(updated_at) FROM ${s}orders)
   - (SELECT min(published_at - duration_ms * interval '1 ms') FROM ${s}aggregate_results))")
 
+# between one call's attempt row and the event's next call: the row's commit, the run's resumption
+# and the call's sending, plus the wait for the worker's thread (outboxd only; ms)
+gaps=""
+if [[ "$SYSTEM" == outboxd ]]; then
+  gaps=$(q bench "WITH s AS (SELECT extract(epoch FROM published_at - duration_ms * interval '1 ms'
+      - lag(published_at) OVER (PARTITION BY event_id ORDER BY id)) * 1000 AS gap FROM aggregate_results)
+    SELECT format('%s / %s / %s', round(percentile_cont(0.5) WITHIN GROUP (ORDER BY gap)::numeric, 1),
+      round(avg(gap)::numeric, 1), round(percentile_cont(0.99) WITHIN GROUP (ORDER BY gap)::numeric, 1))
+    FROM s WHERE gap IS NOT NULL")
+  gaps+=" | per event, mean ms: calls $(q bench "SELECT round(avg(d)::numeric, 1) || ', first call -> done ' || round(avg(span)::numeric, 1)
+    FROM (SELECT sum(r.duration_ms) AS d, extract(epoch FROM e.processed_at - min(r.published_at - r.duration_ms * interval '1 ms')) * 1000 AS span
+      FROM aggregate_results r JOIN outbox_events e ON e.id = r.event_id GROUP BY e.id, e.processed_at) x")"
+  # how full the slots were: events between their first call and their completion, against the
+  # concurrency, over the whole drain and over its middle (the ramp-up and the tail left out)
+  gaps+=" | slots in use: $(q bench "WITH ev AS (SELECT min(r.published_at - r.duration_ms * interval '1 ms') AS s, e.processed_at AS f
+      FROM aggregate_results r JOIN outbox_events e ON e.id = r.event_id GROUP BY e.id, e.processed_at),
+    w AS (SELECT min(s) AS a, max(f) AS b FROM ev),
+    m AS (SELECT a + (b - a) * 0.1 AS a, b - (b - a) * 0.1 AS b, b - a AS whole FROM w)
+    SELECT round((SELECT sum(extract(epoch FROM f - s)) FROM ev) / extract(epoch FROM m.whole) / $CONCURRENCY, 3) || ' whole, '
+      || round((SELECT sum(extract(epoch FROM least(f, m.b) - greatest(s, m.a))) FROM ev WHERE f > m.a AND s < m.b)
+         / extract(epoch FROM m.b - m.a) / $CONCURRENCY, 3) || ' middle' FROM m")"
+fi
 pg_used=$((pg_after - pg_before))
 hz=$(getconf CLK_TCK)
 awk -v n="$DRAIN_ORDERS" -v t="$span" -v hz="$hz" -v sut="$sut" \
@@ -132,7 +154,8 @@ awk -v n="$DRAIN_ORDERS" -v t="$span" -v hz="$hz" -v sut="$sut" \
     ms = 1000 / hz / n
     printf "%s c=%d latency=%dms: %.0f events/s in %.1fs | CPU ms/event: %s %.2f, simulator %.2f, postgres %.2f, machine %.2f | transactions/event %.1f | context switches/event: %s %.1f, simulator %.1f\n",
       sys, c, l, n / t, t, sys, sut * ms, sim * ms, pg * ms, busy * ms, tx / n, sys, sutsw / n, simsw / n }'
-echo "statements by database time (running, planning):"
+[[ -z "$gaps" ]] || echo "between a call's attempt row and the event's next call, ms p50 / mean / p99: $gaps"
+echo "statements by database time (running, planning, the longest run):"
 echo "$statements"
 if [[ "$PERF" == 1 ]]; then
   perf report -i "$WORK/perf.data" --no-children --sort comm,dso,symbol --stdio 2>/dev/null |

@@ -313,7 +313,7 @@ drain() {
 
 drain_once() {
   local kind=$1 system=$2 latency=$3 conc=$4 template=$5 history=$6 run=$7 conns=${8:-}
-  local s first audit total span rss bad calls pid sut cpu load0 samples="$WORK/samples" procs=null cif=null
+  local s first audit total span steady rss bad calls pid sut cpu load0 samples="$WORK/samples" procs=null cif=null
   log "drain run $run: $system, latency ${latency} ms, concurrency $conc${conns:+, $conns connections}, history $history ($(cut -d ' ' -f 1-3 /proc/loadavg))"
   startup_cpu "$system" "$conc" "$conns"
   fresh_db bench "$template"
@@ -361,6 +361,14 @@ drain_once() {
   span=$(q bench "SELECT extract(epoch FROM
       (SELECT max(updated_at) FROM ${s}orders WHERE id >= $first)
     - (SELECT min(published_at - duration_ms * interval '1 ms') FROM ${s}aggregate_results WHERE $audit))")
+  # the steady rate: orders CONFIRMED in the middle 80 % of the span, per second of it; it leaves
+  # out the ramp-up of the first claims and the tail of the last events in flight, which a finite
+  # backlog gives any system
+  steady=$(q bench "WITH m AS (SELECT a + (b - a) * 0.1 AS lo, b - (b - a) * 0.1 AS hi
+        FROM (SELECT min(published_at - duration_ms * interval '1 ms') AS a FROM ${s}aggregate_results WHERE $audit) x,
+             (SELECT max(updated_at) AS b FROM ${s}orders WHERE id >= $first) y)
+    SELECT round((count(*) / nullif(extract(epoch FROM max(m.hi) - max(m.lo)), 0))::numeric, 2)
+      FROM ${s}orders o, m WHERE o.id >= $first AND o.updated_at >= m.lo AND o.updated_at < m.hi")
   # each order's time in flight: its first call started -> its CONFIRMED update
   q bench "SELECT json_build_object('inflight_p50_ms', round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)),
                                     'inflight_p99_ms', round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)))
@@ -374,6 +382,7 @@ drain_once() {
   # shellcheck disable=SC2086 # cpu is a list of key=value words
   tool emit "$WORK/attempt.json" kind="$kind" system="$system" latency_ms="$latency" concurrency="$conc" history="$history" \
     run="$run" events="$total" seconds="$span" rate="$(awk -v n="$total" -v s="$span" 'BEGIN { printf "%.2f", n / s }')" \
+    steady_rate="${steady:-null}" \
     rss_peak_mb="$rss" connections="${conns:-null}" processors="$procs" calls_in_flight_per_processor="$cif" \
     load1_start="$load0" \
     cpu_startup_process_ms="$(awk -v t="$STARTUP_SUT" -v hz="$(getconf CLK_TCK)" 'BEGIN { print t * 1000 / hz }')" \

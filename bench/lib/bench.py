@@ -463,6 +463,9 @@ def report(raw_path, json_path, md_path):
                     "calls_in_flight_per_processor": recs[0].get("calls_in_flight_per_processor"),
                     "orders": recs[0]["events"], "events_per_s": rnd(rate),
                     "efficiency": rnd(ratio(rate, ideal_rate), 3),
+                    "steady_events_per_s": m("steady_rate"),
+                    "steady_efficiency": rnd(ratio(median([r.get("steady_rate") for r in recs]),
+                                                   ideal_rate), 3),
                     "inflight_p50_ms": m("inflight_p50_ms"), "inflight_p99_ms": m("inflight_p99_ms"),
                     "rss_peak_mb": rnd(max(r["rss_peak_mb"] for r in recs)),
                     "threads_max": max((r.get("threads_max") or 0) for r in recs) or None,
@@ -625,6 +628,16 @@ def targets(r):
              and r["burst_drain_events_per_s"][k] is not None]),
         "burst: claim p99 < 50 ms every second": None if r["burst_claim_p99_max_ms"] is None
         else r["burst_claim_p99_max_ms"] < 50,
+        "machine CPU per event (latency 0) <= 1/3 of graphile-worker's": all_of(
+            [at_most((c or {}).get("total"), 1 / 3)
+             for c in r["drain_cpu_ratio_vs_peer"].get("latency_0ms", {}).values()]),
+        "slow partners: >= 90% of the ideal at every latency and concurrency": all_of(
+            [at_least(v, 0.9) for by_conc in r["slow_efficiency"].values()
+             for v in by_conc.values()]),
+        "slow partners: RSS <= 150 MB": all_of(
+            [at_most(cells["outboxd"].get("rss_peak_mb"), 150)
+             for by_conc in r["slow_partners"].values() for cells in by_conc.values()
+             if "outboxd" in cells and not cells["outboxd"].get("refused")]),
     }
 
 
@@ -814,8 +827,8 @@ def slow_markdown(r, f):
             "",
             "### Backlog drains",
             "",
-            "| latency ms | concurrency | system | orders | events/s | ideal | efficiency | in flight p50 / p99 ms | CPU ms/event (process + PG + sim) | peak RSS | threads | DB connections | others, load1 |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| latency ms | concurrency | system | orders | events/s | ideal | efficiency | steady: events/s, efficiency | in flight p50 / p99 ms | CPU ms/event (process + PG + sim) | peak RSS | threads | DB connections | others, load1 |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         names = {"outboxd": "outboxd", "peer": "graphile-worker"}
         for lat, by_conc in r["slow_partners"].items():
@@ -825,13 +838,14 @@ def slow_markdown(r, f):
                              if c.get("processors") and system == "outboxd" else "")
                     head = f"| {lat.removeprefix('latency_').removesuffix('ms')} | {conc}{split} | {names[system]} |"
                     if c.get("refused"):
-                        lines.append(f"{head} – | not possible: {c['refused']} | {f(c['ideal_per_s'])} | | | | | | | |")
+                        lines.append(f"{head} – | not possible: {c['refused']} | {f(c['ideal_per_s'])} | | | | | | | | |")
                         continue
                     cpu = c["cpu_ms_per_event"]
                     conns = ", ".join(f"{k} {v}" for k, v in sorted(c["db_connections_by_name_max"].items()))
                     lines.append(
                         f"{head} {c['orders']} | {f(c['events_per_s'])} | {f(c['ideal_per_s'])} | "
-                        f"{f(c['efficiency'])} | {f(c['inflight_p50_ms'])} / {f(c['inflight_p99_ms'])} | "
+                        f"{f(c['efficiency'])} | {f(c.get('steady_events_per_s'))}, {f(c.get('steady_efficiency'))} | "
+                        f"{f(c['inflight_p50_ms'])} / {f(c['inflight_p99_ms'])} | "
                         f"{f(cpu['total'])} = {f(cpu['process'])} + {f(cpu['postgres'])} + {f(cpu['simulator'])} | "
                         f"{f(c['rss_peak_mb'], ' MB')} | {f(c['threads_max'])} | {conns or '–'} | "
                         f"{f(c['cpu_others_pct'], '%')} {f(c['load1'])} |")

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Where a drain spends its time: one drain of outboxd (or of the graphile-worker peer) with the CPU
-# each process used per event, the database's transactions per event, and optionally a perf
-# profile of the machine. A tool for finding where the CPU goes; bench/run.sh gives the figures.
+# each process used per event, the database's transactions per event, its statements, and
+# optionally a perf profile of the machine. For outboxd also where an event's time in flight goes
+# (from the audit rows): between a call's row and the next call, its calls against its whole time,
+# and how full the slots were. A tool for finding where the time goes; bench/run.sh gives the
+# figures.
 #
 #   bench/profile.sh [--orders N] [--concurrency C] [--latency MS] [--peer] [--perf] [--set K=V]...
 #
@@ -17,7 +20,7 @@
 #                     clock: no hardware counters in this VM) and print the top of
 #                     `perf report` by process and symbol
 #
-# Prints one line of figures; the work folder (logs, perf.data) is kept when BENCH_KEEP=1.
+# Prints its figures on a few lines; the work folder (logs, perf.data) is kept when BENCH_KEEP=1.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,7 +37,7 @@ while [[ $# -gt 0 ]]; do
     --peer) SYSTEM=peer ;;
     --perf) PERF=1 ;;
     --set) EXTRA+=(--set "${2:?}"); shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "usage: bench/profile.sh [--orders N] [--concurrency C] [--latency MS] [--peer] [--perf] [--set K=V]..." >&2; exit 2 ;;
   esac
   shift
@@ -126,19 +129,19 @@ span=$(q bench "SELECT extract(epoch FROM (SELECT max(updated_at) FROM ${s}order
 
 # between one call's attempt row and the event's next call: the row's commit, the run's resumption
 # and the call's sending, plus the wait for the worker's thread (outboxd only; ms)
-gaps=""
+breakdown=""
 if [[ "$SYSTEM" == outboxd ]]; then
-  gaps=$(q bench "WITH s AS (SELECT extract(epoch FROM published_at - duration_ms * interval '1 ms'
+  breakdown=$(q bench "WITH s AS (SELECT extract(epoch FROM published_at - duration_ms * interval '1 ms'
       - lag(published_at) OVER (PARTITION BY event_id ORDER BY id)) * 1000 AS gap FROM aggregate_results)
     SELECT format('%s / %s / %s', round(percentile_cont(0.5) WITHIN GROUP (ORDER BY gap)::numeric, 1),
       round(avg(gap)::numeric, 1), round(percentile_cont(0.99) WITHIN GROUP (ORDER BY gap)::numeric, 1))
     FROM s WHERE gap IS NOT NULL")
-  gaps+=" | per event, mean ms: calls $(q bench "SELECT round(avg(d)::numeric, 1) || ', first call -> done ' || round(avg(span)::numeric, 1)
+  breakdown+=" | per event, mean ms: calls $(q bench "SELECT round(avg(d)::numeric, 1) || ', first call -> done ' || round(avg(span)::numeric, 1)
     FROM (SELECT sum(r.duration_ms) AS d, extract(epoch FROM e.processed_at - min(r.published_at - r.duration_ms * interval '1 ms')) * 1000 AS span
       FROM aggregate_results r JOIN outbox_events e ON e.id = r.event_id GROUP BY e.id, e.processed_at) x")"
   # how full the slots were: events between their first call and their completion, against the
   # concurrency, over the whole drain and over its middle (the ramp-up and the tail left out)
-  gaps+=" | slots in use: $(q bench "WITH ev AS (SELECT min(r.published_at - r.duration_ms * interval '1 ms') AS s, e.processed_at AS f
+  breakdown+=" | slots in use: $(q bench "WITH ev AS (SELECT min(r.published_at - r.duration_ms * interval '1 ms') AS s, e.processed_at AS f
       FROM aggregate_results r JOIN outbox_events e ON e.id = r.event_id GROUP BY e.id, e.processed_at),
     w AS (SELECT min(s) AS a, max(f) AS b FROM ev),
     m AS (SELECT a + (b - a) * 0.1 AS a, b - (b - a) * 0.1 AS b, b - a AS whole FROM w)
@@ -154,7 +157,7 @@ awk -v n="$DRAIN_ORDERS" -v t="$span" -v hz="$hz" -v sut="$sut" \
     ms = 1000 / hz / n
     printf "%s c=%d latency=%dms: %.0f events/s in %.1fs | CPU ms/event: %s %.2f, simulator %.2f, postgres %.2f, machine %.2f | transactions/event %.1f | context switches/event: %s %.1f, simulator %.1f\n",
       sys, c, l, n / t, t, sys, sut * ms, sim * ms, pg * ms, busy * ms, tx / n, sys, sutsw / n, simsw / n }'
-[[ -z "$gaps" ]] || echo "between a call's attempt row and the event's next call, ms p50 / mean / p99: $gaps"
+[[ -z "$breakdown" ]] || echo "between a call's attempt row and the event's next call, ms p50 / mean / p99: $breakdown"
 echo "statements by database time (running, planning, the longest run):"
 echo "$statements"
 if [[ "$PERF" == 1 ]]; then

@@ -3,6 +3,7 @@
 // writes an error body itself.
 #include "http/api_server.hpp"
 
+#include "http/connection_gate.hpp"
 #include "http/errors.hpp"
 #include "http/json.hpp"
 #include "log/log.hpp"
@@ -448,9 +449,11 @@ api_server::api_server(const conf::server_settings& settings, access_policy poli
     : settings_(settings), deps_(std::move(deps)), routing_(std::move(routing)),
       listener_(settings, "http", std::move(policy)) {
   listener_.on_request([](const httplib::Request&, httplib::Response&) {
-    request_started = std::chrono::steady_clock::now();
+    request_started = deferred_since().value_or(std::chrono::steady_clock::now());
   });
   listener_.native().set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    if (answer_deferred()) // logged when it is answered
+      return;
     auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                   std::chrono::steady_clock::now() - request_started)
                   .count();

@@ -1,5 +1,6 @@
 // The connection gate: an epoll thread that holds connections until a request has arrived whole,
-// and workers that run whole requests through httplib's request processing.
+// and workers that run whole requests through httplib's request processing, and hold deferred
+// answers until their time.
 #include "http/connection_gate.hpp"
 
 #include "http/errors.hpp"
@@ -7,6 +8,7 @@
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
@@ -55,17 +57,32 @@ constexpr int max_events = 256;
 constexpr milliseconds tick{100};
 constexpr milliseconds accept_pause{100}; // after running out of file descriptors
 constexpr std::size_t requests_per_connection = 100000;
-constexpr std::size_t queued_per_worker = 4; // beyond it, a new request gets a 503 at once
+// When the request first in line for a worker has waited longer, a new request gets a 503 at
+// once. (Not a count: a deferred answer's runs are short, and a thousand of them may fall due
+// together; the line is bounded by the connections anyway, each with one request at a time.)
+constexpr milliseconds queue_wait_limit{500};
 constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
 // How long a worker waits for a keep-alive client's next request before handing the connection
 // back: a worker is held at most this long per request by a client that sends nothing.
 constexpr milliseconds linger_time{1};
 
+/// What the worker thread knows of the request it runs, for defer_answer() and its kin.
+struct gate_run {
+  bool stopping = false;                      // the gate stops: nothing may be deferred
+  std::shared_ptr<void> resumed;              // the state of a resumed run
+  std::optional<clock::time_point> first_run; // when a resumed request first ran
+  bool deferred = false;                      // the handler deferred its answer
+  milliseconds delay{0};
+  std::shared_ptr<void> state;
+};
+thread_local gate_run* current_run = nullptr;
+
 /// One request's bytes as httplib reads them, and the connection it writes its answer to.
 class gate_stream final : public httplib::Stream {
 public:
-  gate_stream(connection_gate::connection& c, std::size_t length, milliseconds write_timeout)
-      : c_(c), length_(length), write_timeout_(write_timeout) {}
+  gate_stream(connection_gate::connection& c, std::size_t length, milliseconds write_timeout,
+              const gate_run& run)
+      : c_(c), length_(length), write_timeout_(write_timeout), run_(run) {}
 
   bool is_readable() const override { return position_ < length_; }
   bool is_writable() const override {
@@ -79,6 +96,8 @@ public:
     return static_cast<ssize_t>(n);
   }
   ssize_t write(const char* ptr, size_t size) override {
+    if (run_.deferred) // the answer comes from the request's resumption
+      return static_cast<ssize_t>(size);
     // The gate sent "100 Continue" when it asked for the body; httplib would send it again.
     if (c_.continue_sent && std::string_view(ptr, size) == continue_line)
       return static_cast<ssize_t>(size);
@@ -118,6 +137,7 @@ private:
   std::size_t length_;
   std::size_t position_ = 0;
   milliseconds write_timeout_;
+  const gate_run& run_;
   bool failed_ = false;
 };
 
@@ -175,6 +195,27 @@ error_kind kind_of(int status) {
 
 } // namespace
 
+bool defer_answer(milliseconds delay, std::shared_ptr<void> state) {
+  if (!current_run || current_run->stopping)
+    return false;
+  current_run->deferred = true;
+  current_run->delay = std::max(delay, milliseconds{0});
+  current_run->state = std::move(state);
+  return true;
+}
+
+std::shared_ptr<void> resumed_state() {
+  return current_run ? current_run->resumed : nullptr;
+}
+
+bool answer_deferred() {
+  return current_run && current_run->deferred;
+}
+
+std::optional<clock::time_point> deferred_since() {
+  return current_run ? current_run->first_run : std::nullopt;
+}
+
 connection_gate::connection_gate(gate_limits limits, process run, std::string component)
     : limits_(limits), run_(std::move(run)), component_(std::move(component)) {}
 
@@ -207,6 +248,11 @@ void connection_gate::stop() {
     if (stopping_)
       return;
     stopping_ = true;
+    // Deferred answers are due at once: the workers answer them before they end.
+    for (auto& d : deferred_)
+      ready_.push_back(std::move(d.request));
+    deferred_.clear();
+    waiting_ = ready_.size();
   }
   ready_cv_.notify_all();
   wake(); // the gate thread stops accepting
@@ -235,7 +281,7 @@ void connection_gate::gate_loop() {
   epoll_event events[max_events];
   auto last_sweep = clock::now();
   for (;;) {
-    int n = ::epoll_wait(epoll_fd_, events, max_events, static_cast<int>(tick.count()));
+    int n = ::epoll_wait(epoll_fd_, events, max_events, wait_ms(clock::now()));
     auto now = clock::now();
     if (workers_done_)
       break;
@@ -265,6 +311,7 @@ void connection_gate::gate_loop() {
       }
     }
     take_back(now);
+    release_due(now);
     if (accept_paused_ && now >= accept_resume_) {
       epoll_event e{};
       e.events = EPOLLIN;
@@ -407,10 +454,12 @@ void connection_gate::try_dispatch(connection& c) {
   }
   {
     std::lock_guard lock(mutex_);
-    if (ready_.size() < queued_per_worker * static_cast<std::size_t>(limits_.workers) &&
-        !stopping_) {
+    auto now = clock::now();
+    bool behind = !ready_.empty() && now - ready_.front().queued > queue_wait_limit;
+    if (!behind && !stopping_) {
       c.with_worker = true; // not armed (one-shot): no event comes for it until re-armed
-      ready_.push_back({&c, frame.length});
+      ready_.push_back({&c, frame.length, false, {}, {}, now});
+      waiting_ = ready_.size();
       ready_cv_.notify_one();
       return;
     }
@@ -486,10 +535,11 @@ void connection_gate::worker_loop() {
       ready_cv_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
       if (ready_.empty())
         return;
-      r = ready_.front();
+      r = std::move(ready_.front());
       ready_.pop_front();
+      waiting_ = ready_.size();
     }
-    serve(r);
+    serve(std::move(r));
   }
 }
 
@@ -501,27 +551,46 @@ void connection_gate::serve(ready_request r) {
       std::lock_guard lock(mutex_);
       stopping = stopping_;
     }
-    bool close = stopping || ++c.served >= requests_per_connection;
+    if (!r.resumed)
+      ++c.served;
+    bool close = stopping || c.served >= requests_per_connection;
     bool closed = false;
-    gate_stream stream(c, r.length, limits_.write_timeout);
+    gate_run run;
+    run.stopping = stopping;
+    if (r.resumed) {
+      run.resumed = std::move(r.state);
+      run.first_run = r.started;
+    } else {
+      r.started = clock::now();
+    }
+    gate_stream stream(c, r.length, limits_.write_timeout, run);
+    current_run = &run;
     try {
       run_(stream, close, closed);
     } catch (const std::exception& e) {
       log::error(component_, "{}:{}: request processing failed: {}", c.client, c.client_port,
                  e.what());
+      run.deferred = false;
       closed = true;
+    }
+    current_run = nullptr;
+    if (run.deferred) { // the request stays in the buffer for its resumption
+      r.resumed = true;
+      r.state = std::move(run.state);
+      return defer(std::move(r), run.delay);
     }
     c.buffer.erase(0, r.length);
     if (close || closed || stream.failed())
       return give_back(&c, true);
     // The next request, if it is already whole (pipelined) or arrives whole within a moment (a
     // busy keep-alive client), is served at once: no round trip through the gate thread.
+    // Not while other requests wait for a worker.
     auto next = frame_request(c.buffer, limits_.max_header_bytes, limits_.max_body_bytes);
-    if (next.what != request_frame::kind::complete && c.lingers && linger(c))
+    if (next.what != request_frame::kind::complete && c.lingers && waiting_ == 0 && linger(c))
       next = frame_request(c.buffer, limits_.max_header_bytes, limits_.max_body_bytes);
     if (next.what != request_frame::kind::complete)
       return c.buffer.empty() ? hand_back(c) : give_back(&c, false);
-    r.length = next.length;
+    r = ready_request{&c, next.length, false, {}, {}, {}};
     c.continue_sent = false;
   }
 }
@@ -566,6 +635,51 @@ void connection_gate::give_back(connection* c, bool close) {
     returned_.emplace_back(c, close);
   }
   wake();
+}
+
+void connection_gate::defer(ready_request r, milliseconds delay) {
+  auto due = clock::now() + delay;
+  bool earlier;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) { // no more waiting: answered now
+      r.queued = clock::now();
+      ready_.push_back(std::move(r));
+      waiting_ = ready_.size();
+      ready_cv_.notify_one();
+      return;
+    }
+    deferred_.push_back({due, std::move(r)});
+    std::push_heap(deferred_.begin(), deferred_.end(), std::greater<>{});
+    earlier = due < gate_wakes_at_;
+    if (earlier)
+      gate_wakes_at_ = due;
+  }
+  if (earlier)
+    wake();
+}
+
+void connection_gate::release_due(clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  while (!deferred_.empty() && deferred_.front().due <= now) {
+    std::pop_heap(deferred_.begin(), deferred_.end(), std::greater<>{});
+    ready_.push_back(std::move(deferred_.back().request));
+    ready_.back().queued = now;
+    deferred_.pop_back();
+    ready_cv_.notify_one();
+  }
+  waiting_ = ready_.size();
+}
+
+int connection_gate::wait_ms(clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  auto next = now + tick;
+  if (!deferred_.empty())
+    next = std::min(next, deferred_.front().due);
+  gate_wakes_at_ = next;
+  // Rounded up: a deferred answer is never sent early, and at most a millisecond late.
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(next - now).count();
+  return static_cast<int>(std::max<std::int64_t>(0, (us + 999) / 1000));
 }
 
 } // namespace outboxd::http

@@ -7,8 +7,10 @@
 //   else 408; an idle connection is closed after `keep_alive_timeout`;
 // - connections are capped in all and per client address; over a cap the oldest idle
 //   connection is closed to make room, and when none is idle the newcomer gets an immediate 503;
-// - when the workers are behind by more than a few requests each, a new request gets an
-//   immediate 503 rather than a wait.
+// - when the workers are behind (the request first in line has waited half a second for one), a
+//   new request gets an immediate 503 rather than a wait;
+// - a handler may answer later without holding its thread meanwhile (defer_answer): the gate
+//   keeps the request and runs it again when its time comes.
 #pragma once
 
 #include <atomic>
@@ -20,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -30,6 +33,26 @@ class Stream;
 }
 
 namespace outboxd::http {
+
+/// For a route handler: answer the request running on this thread `delay` from now, without
+/// holding the thread meanwhile. The handler returns at once and whatever it answered is dropped;
+/// when the delay has passed, the gate runs the same request again (from its routing on), and
+/// resumed_state() then returns `state`. Call it last: an exception after it is dropped too.
+/// Returns false, and changes nothing, when the request is not served by a connection gate (an
+/// HTTPS listener) or the gate is stopping: the handler must then answer now (waiting on its
+/// thread if it must wait).
+bool defer_answer(std::chrono::milliseconds delay, std::shared_ptr<void> state);
+
+/// The state given to defer_answer() when this run of the request is its resumption; null on
+/// its first run (and outside a gate).
+std::shared_ptr<void> resumed_state();
+
+/// Whether the handler of the request running on this thread deferred its answer: what this run
+/// answered is not sent (for a request logger).
+bool answer_deferred();
+
+/// When the request running on this thread first started, if this run is a resumption of it.
+std::optional<std::chrono::steady_clock::time_point> deferred_since();
 
 struct gate_limits {
   std::chrono::milliseconds request_timeout{10000};
@@ -69,6 +92,15 @@ private:
   struct ready_request {
     connection* conn;
     std::size_t length;
+    bool resumed = false;                          // a deferred answer whose time came
+    std::shared_ptr<void> state;                   // for resumed_state()
+    std::chrono::steady_clock::time_point started; // of the request's first run
+    std::chrono::steady_clock::time_point queued;  // since when it waits for a worker
+  };
+  struct deferred_request {
+    std::chrono::steady_clock::time_point due;
+    ready_request request;
+    bool operator>(const deferred_request& o) const { return due > o.due; }
   };
 
   void gate_loop();
@@ -86,6 +118,9 @@ private:
   bool linger(connection& c);
   void hand_back(connection& c);
   void give_back(connection* c, bool close);
+  void defer(ready_request r, std::chrono::milliseconds delay);
+  void release_due(std::chrono::steady_clock::time_point now);
+  int wait_ms(std::chrono::steady_clock::time_point now);
   void arm(connection& c, int op);
   void wake();
 
@@ -105,6 +140,10 @@ private:
   std::mutex mutex_; // guards what follows
   std::condition_variable ready_cv_;
   std::deque<ready_request> ready_;
+  // Deferred answers by due time (a min-heap), and when the gate thread wakes next on its own.
+  std::vector<deferred_request> deferred_;
+  std::chrono::steady_clock::time_point gate_wakes_at_;
+  std::atomic<std::size_t> waiting_ = 0;               // ready_.size(), read without the mutex
   std::vector<std::pair<connection*, bool>> returned_; // from the workers: (connection, close)
   bool stopping_ = false;
   std::atomic<bool> workers_done_ = false; // stop() joined the workers: the gate thread ends

@@ -23,7 +23,7 @@ idempotency_store::idempotency_store(std::size_t max_keys, std::size_t max_bytes
     : max_keys_(max_keys), max_bytes_(max_bytes) {}
 
 idempotency_claim idempotency_store::begin(const std::string& scope, const std::string& key,
-                                           std::uint64_t fingerprint) {
+                                           std::uint64_t fingerprint, bool wait) {
   auto k = map_key(scope, key);
   std::unique_lock lock(mutex_);
   for (;;) {
@@ -37,6 +37,8 @@ idempotency_claim idempotency_store::begin(const std::string& scope, const std::
       return {idempotency_claim::kind::conflict, {}, 0};
     if (it->second.done)
       return {idempotency_claim::kind::replay, it->second.response, 0};
+    if (!wait)
+      return {idempotency_claim::kind::in_flight, {}, 0};
     auto waited = it->second.token;
     changed_.wait(lock, [&] {
       auto now = entries_.find(k);

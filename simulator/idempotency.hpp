@@ -26,9 +26,10 @@ struct stored_response {
 /// The answer to a claim on a key.
 struct idempotency_claim {
   enum class kind {
-    owner,   // first use (or the previous owner failed): apply, then complete() or abandon()
-    replay,  // done before with the same request: answer `response`, apply nothing
-    conflict // used before (or in flight) with a different request: refuse with 422
+    owner,    // first use (or the previous owner failed): apply, then complete() or abandon()
+    replay,   // done before with the same request: answer `response`, apply nothing
+    conflict, // used before (or in flight) with a different request: refuse with 422
+    in_flight // (only for a claim that does not wait) the same request is in flight: ask again
   };
   kind what = kind::owner;
   stored_response response; // for replay
@@ -47,9 +48,9 @@ public:
 
   /// Claims `key` for a request with `fingerprint`. While another request with the same key and
   /// fingerprint is in flight, waits for it: its completion gives a replay, its abandonment
-  /// hands ownership to one waiter.
+  /// hands ownership to one waiter. With `wait` false it answers `in_flight` instead of waiting.
   idempotency_claim begin(const std::string& scope, const std::string& key,
-                          std::uint64_t fingerprint);
+                          std::uint64_t fingerprint, bool wait = true);
 
   /// Stores the owner's response for replays. Ignored when the claim is stale (after clear()).
   void complete(const std::string& scope, const std::string& key, std::uint64_t token,

@@ -1,7 +1,10 @@
 // Simulator routes: request validation and the call pipeline (fault decision -> Idempotency-Key
-// -> latency -> failure or apply -> ledger -> late answer) over the endpoint table.
+// -> latency -> failure or apply -> ledger -> late answer) over the endpoint table. A call's waits
+// (its latency, a late answer, a key in flight) hold no thread on the plain-HTTP listener: the
+// answer is deferred and the request run again from where it stopped.
 #include "simulator/simulator.hpp"
 
+#include "http/connection_gate.hpp"
 #include "http/errors.hpp"
 #include "http/json.hpp"
 #include "log/log.hpp"
@@ -27,6 +30,8 @@ namespace {
 using rapidjson::Value;
 
 constexpr const char* json_type = "application/json";
+/// How soon a call whose Idempotency-Key is in flight with the same request asks again.
+constexpr std::chrono::milliseconds key_recheck{5};
 
 /// One incoming call: the request, and what validation made of it.
 struct call {
@@ -149,9 +154,10 @@ struct simulator::impl {
       ::close(stop_fd);
   }
 
-  /// Readable once stop() was called: every sleeping call wakes at once. Each call sleeps in
-  /// ppoll on it, on its own thread, so a thousand calls asleep share no lock (with a shared
-  /// mutex and condition variable each call's wake-up queued for the one mutex).
+  /// Readable once stop() was called: every sleeping call wakes at once. A call sleeps only where
+  /// its answer cannot be deferred (HTTPS, a stopping listener), in ppoll on it, so a thousand
+  /// calls asleep share no lock (with a shared mutex and condition variable each call's wake-up
+  /// queued for the one mutex).
   int stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 
   void sleep(std::chrono::milliseconds d) {
@@ -174,6 +180,57 @@ struct simulator::impl {
                c.view.aggregate, c.key.value_or("-"), status, note);
   }
 
+  /// What a call carries from one run of its request to the next while its answer waits (the
+  /// listener runs the request again when the wait is over): how far it got, its fault decision
+  /// (drawn once), its Idempotency-Key claim and, once applied, its answer.
+  struct pending {
+    enum class stage { key, latency, late } at = stage::key;
+    fault_decision d;
+    std::optional<claim_guard> guard;
+    std::optional<stored_response> replay;
+    stored_response answer;
+  };
+
+  /// Lets `d` pass before the call goes on. True when the listener runs the request again after
+  /// it (the handler returns at once, holding no thread meanwhile); otherwise (an HTTPS
+  /// listener, or one stopping) the wait is spent asleep on this thread, and false.
+  bool wait(std::chrono::milliseconds d, const std::shared_ptr<pending>& p) {
+    if (d.count() <= 0)
+      return false;
+    if (http::defer_answer(d, p))
+      return true;
+    sleep(d);
+    return false;
+  }
+
+  /// Claims the call's Idempotency-Key into `p`. False when the same request is in flight and
+  /// the call asks again a moment later without holding its thread (the handler returns).
+  bool claim_key(const endpoint& ep, const call& c, const std::shared_ptr<pending>& p) {
+    auto scope = std::string(ep.knob);
+    auto claim = keys.begin(scope, *c.key, fingerprint(c), false);
+    if (claim.what == idempotency_claim::kind::in_flight) {
+      if (http::defer_answer(key_recheck, p))
+        return false;
+      claim = keys.begin(scope, *c.key, fingerprint(c)); // waits for it here
+    }
+    switch (claim.what) {
+    case idempotency_claim::kind::conflict:
+      throw http::api_error(http::error_kind::idempotency_key_reused,
+                            fmt::format("Idempotency-Key '{}' was already used for a different "
+                                        "{} request",
+                                        *c.key, ep.knob));
+    case idempotency_claim::kind::replay:
+      p->replay = std::move(claim.response);
+      break;
+    case idempotency_claim::kind::owner:
+      p->guard.emplace(keys, scope, *c.key, claim.token);
+      break;
+    case idempotency_claim::kind::in_flight:
+      break; // (not after a waiting claim)
+    }
+    return true;
+  }
+
   void handle(const endpoint& ep, mode how, const httplib::Request& req, httplib::Response& res) {
     call c{req, {}, {}, {}};
     c.view.how = how;
@@ -185,65 +242,60 @@ struct simulator::impl {
     c.key = http::idempotency_key(req);
     validate(c, ep);
 
-    if (how == mode::fail) {
-      retry_after_knob ra;
-      if (ep.fail_retry_after)
-        ra = std::int64_t{*ep.fail_retry_after};
-      auto r = failure_response(ep, c, ep.fail_status, ra);
-      send(res, r);
-      log_call(c, r.status, "deterministic failure");
-      return;
+    auto p = std::static_pointer_cast<pending>(http::resumed_state());
+    if (!p) {
+      if (how == mode::fail) {
+        retry_after_knob ra;
+        if (ep.fail_retry_after)
+          ra = std::int64_t{*ep.fail_retry_after};
+        auto r = failure_response(ep, c, ep.fail_status, ra);
+        send(res, r);
+        log_call(c, r.status, "deterministic failure");
+        return;
+      }
+      p = std::make_shared<pending>();
+      if (how == mode::knobs)
+        p->d = faults.decide(ep.knob);
     }
-
-    fault_decision d;
-    if (how == mode::knobs)
-      d = faults.decide(ep.knob);
-    std::optional<claim_guard> guard;
-    std::optional<stored_response> replay;
-    if (c.key) {
-      auto claim = keys.begin(std::string(ep.knob), *c.key, fingerprint(c));
-      switch (claim.what) {
-      case idempotency_claim::kind::conflict:
-        throw http::api_error(http::error_kind::idempotency_key_reused,
-                              fmt::format("Idempotency-Key '{}' was already used for a different "
-                                          "{} request",
-                                          *c.key, ep.knob));
-      case idempotency_claim::kind::replay:
-        replay = std::move(claim.response);
-        break;
-      case idempotency_claim::kind::owner:
-        guard.emplace(keys, std::string(ep.knob), *c.key, claim.token);
-        break;
+    const auto& d = p->d;
+    if (p->at == pending::stage::key) {
+      if (c.key && !claim_key(ep, c, p))
+        return;
+      p->at = pending::stage::latency;
+      if (wait(d.latency, p))
+        return;
+    }
+    if (p->at == pending::stage::latency) {
+      // Transient failures (5xx, 429) happen in front of the key store, replays included; a
+      // refusal (other 4xx) never contradicts a result the service already gave for the key.
+      bool transient = d.status >= 500 || d.status == 429;
+      if (d.fail && (!p->replay || transient)) {
+        auto r = failure_response(ep, c, d.status, d.retry_after);
+        send(res, r);
+        log_call(c, r.status, "injected failure");
+        return;
+      }
+      if (p->replay) {
+        send(res, *p->replay);
+        res.set_header("Idempotent-Replayed", "true");
+        log_call(c, p->replay->status, "replayed");
+        return;
+      }
+      auto result = apply(ep, c);
+      if (p->guard)
+        p->guard->complete(result.response);
+      p->answer = std::move(result.response);
+      p->at = pending::stage::late;
+      if (d.late.count() > 0) {
+        log_call(c, p->answer.status,
+                 fmt::format("{}, answering {}ms late", result.note, d.late.count()));
+        if (wait(d.late, p))
+          return;
+      } else {
+        log_call(c, p->answer.status, result.note);
       }
     }
-
-    sleep(d.latency);
-    // Transient failures (5xx, 429) happen in front of the key store, replays included; a
-    // refusal (other 4xx) never contradicts a result the service already gave for the key.
-    bool transient = d.status >= 500 || d.status == 429;
-    if (d.fail && (!replay || transient)) {
-      auto r = failure_response(ep, c, d.status, d.retry_after);
-      send(res, r);
-      log_call(c, r.status, "injected failure");
-      return;
-    }
-    if (replay) {
-      send(res, *replay);
-      res.set_header("Idempotent-Replayed", "true");
-      log_call(c, replay->status, "replayed");
-      return;
-    }
-    auto result = apply(ep, c);
-    if (guard)
-      guard->complete(result.response);
-    if (d.late.count() > 0) {
-      log_call(c, result.response.status,
-               fmt::format("{}, answering {}ms late", result.note, d.late.count()));
-      sleep(d.late);
-    } else {
-      log_call(c, result.response.status, result.note);
-    }
-    send(res, result.response);
+    send(res, p->answer);
   }
 
   // --- applying a call ------------------------------------------------------------------------

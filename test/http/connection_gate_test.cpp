@@ -1,13 +1,16 @@
 // Slow, dribbling and idle clients against the plain-HTTP listener with one or two worker
 // threads: they cost no thread, a request must arrive whole within server.requestTimeout, the
 // connection caps shed the longest-idle connection or answer 503 at once, and what well-behaved
-// clients send (pipelining, Expect: 100-continue, bodies) still works.
+// clients send (pipelining, Expect: 100-continue, bodies) still works, and a deferred answer
+// holds no thread while it waits.
+#include "http/connection_gate.hpp"
 #include "http/listener.hpp"
 #include "test/support/raw_http.hpp"
 
 #include <atomic>
 #include <chrono>
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <httplib.h>
 #include <memory>
 #include <thread>
@@ -41,6 +44,26 @@ struct gate_fixture {
     server->route("POST", "/echo", http::route_kind::api, http::access::open,
                   [](const httplib::Request& req, httplib::Response& res) {
                     res.set_content(req.body, "application/json");
+                  });
+    server->route("GET", "/sleep/{ms}", http::route_kind::api, http::access::open,
+                  [](const httplib::Request& req, httplib::Response& res) {
+                    std::this_thread::sleep_for(
+                        std::chrono::milliseconds(std::stoi(req.matches[1].str())));
+                    res.set_content("slept", "text/plain");
+                  });
+    // Answers after two deferred waits of `ms` each (the step counter is the resumed state),
+    // with the steps it went through; what the deferring runs answer must never be sent.
+    server->route("GET", "/wait/{ms}", http::route_kind::api, http::access::open,
+                  [](const httplib::Request& req, httplib::Response& res) {
+                    auto step = std::static_pointer_cast<int>(http::resumed_state());
+                    int done = step ? *step : 0;
+                    auto wait = std::chrono::milliseconds(std::stoi(req.matches[1].str()));
+                    res.set_content("dropped", "text/plain");
+                    if (done < 2 && http::defer_answer(wait, std::make_shared<int>(done + 1)))
+                      return;
+                    res.set_content(
+                        fmt::format("steps {}{}", done, http::deferred_since() ? ", resumed" : ""),
+                        "text/plain");
                   });
     port = server->bind(0);
     server->start();
@@ -281,4 +304,74 @@ TEST_CASE("a stop while connections are open and requests dribble returns prompt
   REQUIRE(kept.read_response(answered).status == 200);
   f.reset(); // the destructor stops the listener; a hang fails the test by its timeout
   CHECK(kept.closed_within(answered));
+}
+
+TEST_CASE("deferred answers hold no thread: one thread serves forty of them at once, each "
+          "answered once, after both of its waits") {
+  gate_fixture f(1);
+  std::vector<std::unique_ptr<raw_connection>> waiting;
+  for (int i = 0; i < 40; ++i) {
+    waiting.push_back(std::make_unique<raw_connection>(f.port));
+    waiting.back()->send(f.get("/wait/400"));
+  }
+  // On a thread held through each wait the forty would take 40 x 800 ms; deferred, they all
+  // wait at once.
+  auto start = std::chrono::steady_clock::now();
+  raw_connection other(f.port);
+  other.send(f.get());
+  CHECK(other.read_response(answered).status == 200); // while the forty wait
+  for (auto& c : waiting) {
+    auto r = c->read_response(answered + 800ms);
+    CHECK(r.status == 200);
+    CHECK(r.body == "steps 2, resumed");
+  }
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+  CHECK(std::chrono::steady_clock::now() - start >= 790ms); // both waits passed
+  // Nothing else was sent (no answer of a deferring run), and the connections serve on.
+  for (auto& c : waiting) {
+    c->send(f.get());
+    auto r = c->read_response(answered);
+    CHECK(r.status == 200);
+    CHECK(r.body == R"({"status":"ok"})");
+  }
+}
+
+TEST_CASE("a deferred request keeps its place among pipelined ones") {
+  gate_fixture f(2);
+  raw_connection c(f.port);
+  c.send(f.get("/wait/50") + f.post(R"({"n":1})") + f.get("/wait/0"));
+  auto first = c.read_response(answered);
+  CHECK(first.body == "steps 2, resumed");
+  CHECK(c.read_response(answered).body == R"({"n":1})");
+  CHECK(c.read_response(answered).body == "steps 2, resumed");
+}
+
+TEST_CASE("a stop answers the deferred requests at once, and defers nothing more") {
+  auto f = std::make_unique<gate_fixture>(1);
+  raw_connection c(f->port);
+  c.send(f->get("/wait/60000"));
+  std::this_thread::sleep_for(200ms); // deferred for a minute
+  auto start = std::chrono::steady_clock::now();
+  std::thread stopper([&] { f.reset(); });
+  auto r = c.read_response(answered);
+  stopper.join();
+  CHECK(r.status == 200);
+  CHECK(r.body == "steps 1, resumed");                   // its second wait could not be deferred
+  CHECK(std::chrono::steady_clock::now() - start < 30s); // not the minute
+}
+
+TEST_CASE("when the request first in line has waited half a second for a worker, a new one gets "
+          "a 503 at once; the waiting one is still served") {
+  gate_fixture f(1);
+  raw_connection holder(f.port), queued(f.port), late(f.port);
+  holder.send(f.get("/sleep/2500")); // the one worker, for 2.5 s
+  std::this_thread::sleep_for(100ms);
+  queued.send(f.get());
+  std::this_thread::sleep_for(800ms); // first in line for 800 ms now
+  late.send(f.get());
+  auto refused = late.read_response(answered);
+  CHECK(refused.status == 503);
+  CHECK(refused.body.find("busy") != std::string::npos);
+  CHECK(holder.read_response(answered).body == "slept");
+  CHECK(queued.read_response(answered).status == 200);
 }

@@ -82,11 +82,11 @@ headers revert_aggregate(const std::string& id, std::optional<std::string> key =
 
 struct sim_fixture {
   explicit sim_fixture(std::string admin_token = {},
-                       conf::simulator_settings settings = quiet_settings())
+                       conf::simulator_settings settings = quiet_settings(), int threads = 24)
       : sim(settings) {
     conf::server_settings s;
     s.port = 0;
-    s.threads = 24;
+    s.threads = threads;
     server = std::make_unique<simulator::server>(s, sim, admin_token_only(admin_token));
     port = server->bind(0);
     server->start();
@@ -230,6 +230,9 @@ TEST_SUITE("simulator internals") {
   TEST_CASE("a request waits for an in-flight one with the same key, then replays or takes over") {
     simulator::idempotency_store store;
     auto owner = store.begin("s", "k", 7);
+    // One that does not wait hears the key is in flight (and a different request, a conflict).
+    CHECK(store.begin("s", "k", 7, false).what == simulator::idempotency_claim::kind::in_flight);
+    CHECK(store.begin("s", "k", 8, false).what == simulator::idempotency_claim::kind::conflict);
     std::atomic<int> replays{0}, owners{0};
     std::vector<std::thread> waiters;
     for (int i = 0; i < 4; ++i)
@@ -825,6 +828,39 @@ TEST_CASE("stopping the simulator wakes every call asleep in its latency at once
     t.join();
   CHECK(ended == 8);
   CHECK(std::chrono::steady_clock::now() - start < 30s); // not the 60 s they were to sleep
+}
+
+TEST_CASE("calls waiting out their latency or a late answer hold no thread: two threads serve "
+          "forty at once, and one key in flight is applied once") {
+  sim_fixture f({}, quiet_settings(), 2);
+  f.configure(R"({"services": {"fraudCheck.check": {"latencyMs": 1000},
+                               "billing.charge": {"lateRate": 1, "lateMs": 1000}}})");
+  constexpr int callers = 40;
+  std::vector<http_response> answers(callers);
+  std::vector<std::thread> threads;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < callers; ++i)
+    threads.emplace_back([&, i] {
+      http_client own(f.port);
+      // A quarter share one key: waiting for the one in flight holds no thread either.
+      answers[i] = i % 4 == 3 ? own.post("/api/billing", R"({"amount": 5})", aggregate("7", "k7"))
+                   : i % 2
+                       ? own.post("/api/billing", R"({"amount": 5})", aggregate(std::to_string(i)))
+                       : own.post("/api/fraud/check", "{}", aggregate(std::to_string(i)));
+    });
+  for (auto& t : threads)
+    t.join();
+  auto took = std::chrono::steady_clock::now() - start;
+  int replayed = 0;
+  for (const auto& a : answers) {
+    CHECK(a.status == 200);
+    replayed += a.header("Idempotent-Replayed") == "true";
+  }
+  CHECK(replayed == callers / 4 - 1);
+  CHECK(f.ledger_size() == callers - (callers / 4 - 1)); // one entry per call, per key for k7
+  CHECK(took >= 990ms);
+  // Asleep on their threads, forty one-second waits on two threads take twenty seconds.
+  CHECK(took < 10s);
 }
 
 TEST_CASE_FIXTURE(sim_fixture,

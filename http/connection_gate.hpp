@@ -28,6 +28,8 @@
 #include <unordered_map>
 #include <vector>
 
+struct epoll_event;
+
 namespace httplib {
 class Stream;
 }
@@ -120,7 +122,7 @@ private:
   void give_back(connection* c, bool close);
   void defer(ready_request r, std::chrono::milliseconds delay);
   void release_due(std::chrono::steady_clock::time_point now);
-  int wait_ms(std::chrono::steady_clock::time_point now);
+  int wait_events(::epoll_event* events, int max);
   void arm(connection& c, int op);
   void wake();
 
@@ -131,6 +133,7 @@ private:
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   bool accept_paused_ = false;
+  bool precise_wait_ = true; // epoll_pwait2 is there
   std::chrono::steady_clock::time_point accept_resume_;
 
   // The gate thread's own: every open connection and the count per client address.

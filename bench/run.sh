@@ -580,18 +580,10 @@ slow_paced() {
     load1_end="$(cut -d ' ' -f 1 /proc/loadavg)" "x=@$WORK/paced.json" "x=@$WORK/samples.json"
 }
 
-# slow_partners: the whole measure. The simulator gets an HTTP thread for every keep-alive
-# connection of the highest concurrency (plus 16 for the harness), at least BENCH_SIMULATOR_THREADS,
-# within server.threads' 1024.
+# slow_partners: the whole measure.
 slow_partners() {
-  local max=0 conc latency run threads least=${BENCH_SIMULATOR_THREADS:-256}
+  local conc latency run
   [[ "$SLOW_CONNECTIONS" -ge 4 ]] || die "BENCH_SLOW_CONNECTIONS must be at least 4 (outboxd's listener, API and workers)"
-  for conc in $SLOW_CONC; do ((conc > max)) && max=$conc; done
-  threads=$((max + 16 > 1024 ? 1024 : max + 16 < least ? least : max + 16))
-  if [[ "$threads" != "$SIM_THREADS" ]]; then
-    log "slow partners: simulator restarted with $threads HTTP threads"
-    restart_simulator "$threads"
-  fi
   for latency in $SLOW_LATENCIES; do
     for conc in $SLOW_CONC; do simcheck "$latency" "$conc"; done
   done

@@ -92,13 +92,13 @@ wait_file() {
 # Peak (VmHWM) or current (VmRSS) resident set size of PID in MB.
 rss_mb() { awk -v f="$2:" '$1 == f { printf "%.1f\n", $2 / 1024 }' "/proc/$1/status"; }
 
-# The standalone simulator: SIM_THREADS HTTP threads (BENCH_SIMULATOR_THREADS, default 256: every
-# call in progress holds one while its simulated latency passes, plus the harness's own requests;
-# at most 1024, the limit of server.threads).
+# The standalone simulator: SIM_THREADS HTTP threads (BENCH_SIMULATOR_THREADS, default 32 as
+# server.threads: a call waiting out its simulated latency holds none, so they need not grow with
+# the calls in flight).
 start_simulator() {
   local port
   port=$(free_port)
-  SIM_THREADS=${SIM_THREADS:-${BENCH_SIMULATOR_THREADS:-256}}
+  SIM_THREADS=${SIM_THREADS:-${BENCH_SIMULATOR_THREADS:-32}}
   # Every call outboxd keeps in flight holds a connection from 127.0.0.1: no cap on connections.
   # BENCH_SIMULATOR_BINARY: another binary's simulator (this one's, to measure an older outboxd).
   "${BENCH_SIMULATOR_BINARY:-$OUTBOXD}" simulator --port "$port" --set server.threads="$SIM_THREADS" \
@@ -107,13 +107,6 @@ start_simulator() {
   SIM_PID=$!
   SIM_URL="http://127.0.0.1:$port"
   wait_http "$SIM_URL/healthz" "$SIM_PID" simulator
-}
-
-# restart_simulator THREADS: the same with another number of HTTP threads (a new port).
-restart_simulator() {
-  stop_pid "${SIM_PID:-}"
-  SIM_THREADS=$1
-  start_simulator
 }
 
 # sim_reset LATENCY: empty ledger and Idempotency-Key store, no failures, and every call waiting

@@ -20,7 +20,7 @@ using std::chrono::milliseconds;
 struct server_settings {
   std::string host = "127.0.0.1";
   int port = 9000;
-  int threads = 32;                     // HTTP worker threads; one per concurrent keep-alive client
+  int threads = 32;                     // HTTP worker threads; one per request being run
   std::size_t max_body_bytes = 1 << 20; // larger bodies get 413
   milliseconds read_timeout{5000};      // per read, over TLS (plain HTTP has request_timeout)
   milliseconds write_timeout{5000};

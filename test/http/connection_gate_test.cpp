@@ -375,3 +375,23 @@ TEST_CASE("when the request first in line has waited half a second for a worker,
   CHECK(holder.read_response(answered).body == "slept");
   CHECK(queued.read_response(answered).status == 200);
 }
+
+TEST_CASE("clients that hang up while their answer is deferred leave nothing behind: the "
+          "connection cap has room again") {
+  gate_fixture f(1, 10, 10);
+  for (int wave = 0; wave < 3; ++wave) {
+    {
+      std::vector<std::unique_ptr<raw_connection>> gone;
+      for (int i = 0; i < 10; ++i) {
+        gone.push_back(std::make_unique<raw_connection>(f.port));
+        gone.back()->send(f.get("/wait/100"));
+      }
+      std::this_thread::sleep_for(50ms); // all ten deferred; then they hang up
+    }
+    std::this_thread::sleep_for(400ms); // their answers fall due and find them gone
+    raw_connection next(f.port);
+    next.send(f.get());
+    auto r = next.read_response(answered);
+    CHECK(r.status == 200); // a leaked connection would fill the cap of 10: 503
+  }
+}

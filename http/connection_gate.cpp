@@ -77,15 +77,66 @@ struct gate_run {
 };
 thread_local gate_run* current_run = nullptr;
 
-/// One request's bytes as httplib reads them, and the connection it writes its answer to.
+/// Sends all of `data` to `fd`, waiting at most `timeout` for room; false when it could not.
+bool send_within(int fd, std::string_view data, milliseconds timeout) {
+  auto deadline = clock::now() + timeout;
+  std::size_t done = 0;
+  while (done < data.size()) {
+    auto n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR)
+      continue;
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - clock::now()).count();
+    pollfd p{fd, POLLOUT, 0};
+    if (n < 0 && errno == EAGAIN && left > 0 && ::poll(&p, 1, static_cast<int>(left)) > 0)
+      continue;
+    return false;
+  }
+  return true;
+}
+
+/// Sends what `fd` takes of `data` now: how many bytes, or -1 when the connection failed.
+ssize_t send_now(int fd, std::string_view data) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    auto n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0)
+      done += static_cast<std::size_t>(n);
+    else if (n < 0 && errno == EINTR)
+      continue;
+    else if (n < 0 && errno == EAGAIN)
+      break;
+    else
+      return -1;
+  }
+  return static_cast<ssize_t>(done);
+}
+
+/// The method and target of the request at the start of `buffer` (whole, so its first line is).
+std::pair<std::string_view, std::string_view> request_line(std::string_view buffer) {
+  auto line = buffer.substr(0, buffer.find("\r\n"));
+  auto method_end = line.find(' ');
+  if (method_end == std::string_view::npos)
+    return {};
+  auto target = line.substr(method_end + 1);
+  return {line.substr(0, method_end), target.substr(0, target.find(' '))};
+}
+
+/// One request's bytes as httplib reads them, and the connection it writes its answer to (or,
+/// given `out`, the buffer that collects the answer for a write that does not wait).
 class gate_stream final : public httplib::Stream {
 public:
   gate_stream(connection_gate::connection& c, std::size_t length, milliseconds write_timeout,
-              const gate_run& run)
-      : c_(c), length_(length), write_timeout_(write_timeout), run_(run) {}
+              const gate_run& run, std::string* out)
+      : c_(c), length_(length), write_timeout_(write_timeout), run_(run), out_(out) {}
 
   bool is_readable() const override { return position_ < length_; }
   bool is_writable() const override {
+    if (out_)
+      return true;
     pollfd p{c_.fd, POLLOUT, 0};
     return ::poll(&p, 1, static_cast<int>(write_timeout_.count())) > 0;
   }
@@ -101,20 +152,9 @@ public:
     // The gate sent "100 Continue" when it asked for the body; httplib would send it again.
     if (c_.continue_sent && std::string_view(ptr, size) == continue_line)
       return static_cast<ssize_t>(size);
-    auto deadline = clock::now() + write_timeout_;
-    std::size_t done = 0;
-    while (done < size) {
-      auto n = ::send(c_.fd, ptr + done, size - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        done += static_cast<std::size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR)
-        continue;
-      auto left = std::chrono::duration_cast<milliseconds>(deadline - clock::now()).count();
-      pollfd p{c_.fd, POLLOUT, 0};
-      if (n < 0 && errno == EAGAIN && left > 0 && ::poll(&p, 1, static_cast<int>(left)) > 0)
-        continue;
+    if (out_)
+      out_->append(ptr, size);
+    else if (!send_within(c_.fd, {ptr, size}, write_timeout_)) {
       failed_ = true;
       return -1;
     }
@@ -138,6 +178,7 @@ private:
   std::size_t position_ = 0;
   milliseconds write_timeout_;
   const gate_run& run_;
+  std::string* out_;
   bool failed_ = false;
 };
 
@@ -216,8 +257,10 @@ std::optional<clock::time_point> deferred_since() {
   return current_run ? current_run->first_run : std::nullopt;
 }
 
-connection_gate::connection_gate(gate_limits limits, process run, std::string component)
-    : limits_(limits), run_(std::move(run)), component_(std::move(component)) {}
+connection_gate::connection_gate(gate_limits limits, process run, std::string component,
+                                 quick_request quick)
+    : limits_(limits), run_(std::move(run)), component_(std::move(component)),
+      quick_(std::move(quick)) {}
 
 connection_gate::~connection_gate() {
   stop();
@@ -425,7 +468,7 @@ void connection_gate::on_readable(connection& c, clock::time_point now) {
   try_dispatch(c);
 }
 
-void connection_gate::try_dispatch(connection& c) {
+void connection_gate::try_dispatch(connection& c, bool quick_allowed) {
   if (c.buffer.empty())
     return arm(c, EPOLL_CTL_MOD);
   auto frame = frame_request(c.buffer, limits_.max_header_bytes, limits_.max_body_bytes);
@@ -452,18 +495,25 @@ void connection_gate::try_dispatch(connection& c) {
   case kind::complete:
     break;
   }
+  bool quick = quick_allowed && quick_ && std::apply(quick_, request_line(c.buffer));
   {
     std::lock_guard lock(mutex_);
     auto now = clock::now();
     bool behind = !ready_.empty() && now - ready_.front().queued > queue_wait_limit;
-    if (!behind && !stopping_) {
+    if (stopping_ || (behind && !quick)) {
+      quick = false;
+    } else {
       c.with_worker = true; // not armed (one-shot): no event comes for it until re-armed
-      ready_.push_back({&c, frame.length, false, {}, {}, now});
-      waiting_ = ready_.size();
-      ready_cv_.notify_one();
-      return;
+      if (!quick) {
+        ready_.push_back({.conn = &c, .length = frame.length, .queued = now});
+        waiting_ = ready_.size();
+        ready_cv_.notify_one();
+        return;
+      }
     }
   }
+  if (quick)
+    return serve_on_gate({.conn = &c, .length = frame.length, .quick = true});
   refuse(c, 503, "the server is busy; retry later", "busy");
 }
 
@@ -543,44 +593,56 @@ void connection_gate::worker_loop() {
   }
 }
 
+connection_gate::run_outcome connection_gate::run_once(ready_request& r, std::string* out) {
+  auto& c = *r.conn;
+  bool stopping;
+  {
+    std::lock_guard lock(mutex_);
+    stopping = stopping_;
+  }
+  if (!r.resumed)
+    ++c.served;
+  bool close = stopping || c.served >= requests_per_connection;
+  bool closed = false;
+  gate_run run;
+  run.stopping = stopping;
+  if (r.resumed) {
+    run.resumed = std::move(r.state);
+    run.first_run = r.started;
+  } else {
+    r.started = clock::now();
+  }
+  gate_stream stream(c, r.length, limits_.write_timeout, run, out);
+  current_run = &run;
+  try {
+    run_(stream, close, closed);
+  } catch (const std::exception& e) {
+    log::error(component_, "{}:{}: request processing failed: {}", c.client, c.client_port,
+               e.what());
+    run.deferred = false;
+    closed = true;
+  }
+  current_run = nullptr;
+  if (run.deferred) { // the request stays in the buffer for its resumption
+    r.resumed = true;
+    r.state = std::move(run.state);
+    return {true, run.delay, false};
+  }
+  c.buffer.erase(0, r.length);
+  return {false, {}, close || closed || stream.failed()};
+}
+
 void connection_gate::serve(ready_request r) {
   auto& c = *r.conn;
+  if (!r.unsent.empty()) // the rest of a quick answer: then the gate thread takes over again
+    return give_back(&c, !send_within(c.fd, r.unsent, limits_.write_timeout) || r.close_after);
   for (;;) {
-    bool stopping;
-    {
-      std::lock_guard lock(mutex_);
-      stopping = stopping_;
-    }
-    if (!r.resumed)
-      ++c.served;
-    bool close = stopping || c.served >= requests_per_connection;
-    bool closed = false;
-    gate_run run;
-    run.stopping = stopping;
-    if (r.resumed) {
-      run.resumed = std::move(r.state);
-      run.first_run = r.started;
-    } else {
-      r.started = clock::now();
-    }
-    gate_stream stream(c, r.length, limits_.write_timeout, run);
-    current_run = &run;
-    try {
-      run_(stream, close, closed);
-    } catch (const std::exception& e) {
-      log::error(component_, "{}:{}: request processing failed: {}", c.client, c.client_port,
-                 e.what());
-      run.deferred = false;
-      closed = true;
-    }
-    current_run = nullptr;
-    if (run.deferred) { // the request stays in the buffer for its resumption
-      r.resumed = true;
-      r.state = std::move(run.state);
-      return defer(std::move(r), run.delay);
-    }
-    c.buffer.erase(0, r.length);
-    if (close || closed || stream.failed())
+    auto o = run_once(r, nullptr);
+    if (o.deferred && defer(r, o.delay))
+      return;
+    if (o.deferred) // the gate stops: the request runs again at once, and answers now
+      continue;
+    if (o.close)
       return give_back(&c, true);
     // The next request, if it is already whole (pipelined) or arrives whole within a moment (a
     // busy keep-alive client), is served at once: no round trip through the gate thread.
@@ -590,9 +652,43 @@ void connection_gate::serve(ready_request r) {
       next = frame_request(c.buffer, limits_.max_header_bytes, limits_.max_body_bytes);
     if (next.what != request_frame::kind::complete)
       return c.buffer.empty() ? hand_back(c) : give_back(&c, false);
-    r = ready_request{&c, next.length, false, {}, {}, {}};
+    r = ready_request{.conn = &c, .length = next.length};
     c.continue_sent = false;
   }
+}
+
+void connection_gate::serve_on_gate(ready_request r) {
+  auto& c = *r.conn;
+  std::string out;
+  run_outcome o;
+  do {
+    out.clear();
+    o = run_once(r, &out);
+  } while (o.deferred && !defer(r, o.delay)); // the gate stops: it answers now
+  if (o.deferred)
+    return;
+  auto sent = send_now(c.fd, out);
+  if (sent < 0)
+    return close_connection(c);
+  if (static_cast<std::size_t>(sent) < out.size()) { // a worker waits for the client to read
+    std::lock_guard lock(mutex_);
+    ready_.push_back({.conn = &c,
+                      .length = 0,
+                      .queued = clock::now(),
+                      .unsent = out.substr(sent),
+                      .close_after = o.close});
+    waiting_ = ready_.size();
+    ready_cv_.notify_one();
+    return;
+  }
+  if (o.close)
+    return close_connection(c);
+  auto now = clock::now();
+  c.with_worker = false;
+  c.idle_since = now;
+  c.since = c.buffer.empty() ? std::nullopt : std::optional(now);
+  c.continue_sent = false;
+  try_dispatch(c, false); // a pipelined request goes to a worker: one client cannot hold the gate
 }
 
 bool connection_gate::linger(connection& c) {
@@ -637,18 +733,13 @@ void connection_gate::give_back(connection* c, bool close) {
   wake();
 }
 
-void connection_gate::defer(ready_request r, milliseconds delay) {
+bool connection_gate::defer(ready_request& r, milliseconds delay) {
   auto due = clock::now() + delay;
   bool earlier;
   {
     std::lock_guard lock(mutex_);
-    if (stopping_) { // no more waiting: answered now
-      r.queued = clock::now();
-      ready_.push_back(std::move(r));
-      waiting_ = ready_.size();
-      ready_cv_.notify_one();
-      return;
-    }
+    if (stopping_) // no more waiting
+      return false;
     deferred_.push_back({due, std::move(r)});
     std::push_heap(deferred_.begin(), deferred_.end(), std::greater<>{});
     earlier = due < gate_wakes_at_;
@@ -657,18 +748,29 @@ void connection_gate::defer(ready_request r, milliseconds delay) {
   }
   if (earlier)
     wake();
+  return true;
 }
 
 void connection_gate::release_due(clock::time_point now) {
-  std::lock_guard lock(mutex_);
-  while (!deferred_.empty() && deferred_.front().due <= now) {
-    std::pop_heap(deferred_.begin(), deferred_.end(), std::greater<>{});
-    ready_.push_back(std::move(deferred_.back().request));
-    ready_.back().queued = now;
-    deferred_.pop_back();
-    ready_cv_.notify_one();
+  std::vector<ready_request> quick;
+  {
+    std::lock_guard lock(mutex_);
+    while (!deferred_.empty() && deferred_.front().due <= now) {
+      std::pop_heap(deferred_.begin(), deferred_.end(), std::greater<>{});
+      auto& r = deferred_.back().request;
+      if (r.quick) {
+        quick.push_back(std::move(r));
+      } else {
+        ready_.push_back(std::move(r));
+        ready_.back().queued = now;
+        ready_cv_.notify_one();
+      }
+      deferred_.pop_back();
+    }
+    waiting_ = ready_.size();
   }
-  waiting_ = ready_.size();
+  for (auto& r : quick)
+    serve_on_gate(std::move(r));
 }
 
 int connection_gate::wait_events(epoll_event* events, int max) {

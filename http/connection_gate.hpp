@@ -10,7 +10,9 @@
 // - when the workers are behind (the request first in line has waited half a second for one), a
 //   new request gets an immediate 503 rather than a wait;
 // - a handler may answer later without holding its thread meanwhile (defer_answer): the gate
-//   keeps the request and runs it again when its time comes.
+//   keeps the request and runs it again when its time comes;
+// - a request the owner calls quick (short, never waiting on its thread) runs on the gate thread
+//   itself, sparing the two thread hand-offs a worker costs (wake-up and hand-back).
 #pragma once
 
 #include <atomic>
@@ -24,6 +26,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -74,9 +77,14 @@ public:
   /// processing.)
   using process =
       std::function<void(httplib::Stream& stream, bool close_connection, bool& connection_closed)>;
+  /// Whether a request, by its method and target (the path, with any query), runs on the gate
+  /// thread: its handler takes microseconds and never waits on its thread (it defers instead).
+  /// Its answer is then written without waiting; what the connection cannot take at once, a
+  /// worker finishes writing. A pipelined request after it goes to a worker.
+  using quick_request = std::function<bool(std::string_view method, std::string_view target)>;
 
-  /// `component` tags log lines.
-  connection_gate(gate_limits limits, process run, std::string component);
+  /// `component` tags log lines; without `quick`, every request runs on a worker.
+  connection_gate(gate_limits limits, process run, std::string component, quick_request quick = {});
   ~connection_gate();
   connection_gate(const connection_gate&) = delete;
   connection_gate& operator=(const connection_gate&) = delete;
@@ -92,12 +100,21 @@ public:
 
 private:
   struct ready_request {
-    connection* conn;
-    std::size_t length;
-    bool resumed = false;                          // a deferred answer whose time came
-    std::shared_ptr<void> state;                   // for resumed_state()
-    std::chrono::steady_clock::time_point started; // of the request's first run
-    std::chrono::steady_clock::time_point queued;  // since when it waits for a worker
+    connection* conn = nullptr;
+    std::size_t length = 0;
+    bool resumed = false;                            // a deferred answer whose time came
+    std::shared_ptr<void> state{};                   // for resumed_state()
+    std::chrono::steady_clock::time_point started{}; // of the request's first run
+    std::chrono::steady_clock::time_point queued{};  // since when it waits for a worker
+    bool quick = false;       // runs on the gate thread (and so does its resumption)
+    std::string unsent{};     // for a worker: the rest of a quick answer, to write before all else
+    bool close_after = false; // ... and then close the connection
+  };
+  /// What one run of a request came to.
+  struct run_outcome {
+    bool deferred = false;
+    std::chrono::milliseconds delay{0};
+    bool close = false; // the connection must not serve another request
   };
   struct deferred_request {
     std::chrono::steady_clock::time_point due;
@@ -108,7 +125,7 @@ private:
   void gate_loop();
   void accept_all(std::chrono::steady_clock::time_point now);
   void on_readable(connection& c, std::chrono::steady_clock::time_point now);
-  void try_dispatch(connection& c);
+  void try_dispatch(connection& c, bool quick_allowed = true);
   void sweep(std::chrono::steady_clock::time_point now);
   void take_back(std::chrono::steady_clock::time_point now);
   bool make_room(const std::string& client);
@@ -116,11 +133,17 @@ private:
   void refuse(connection& c, int status, const std::string& message, const char* reason);
   void close_connection(connection& c);
   void worker_loop();
+  /// Runs `r` once on this thread (its answer buffered in `out` when given, else written as it
+  /// comes); a deferral leaves its state in `r`.
+  run_outcome run_once(ready_request& r, std::string* out);
   void serve(ready_request r);
+  void serve_on_gate(ready_request r);
   bool linger(connection& c);
   void hand_back(connection& c);
   void give_back(connection* c, bool close);
-  void defer(ready_request r, std::chrono::milliseconds delay);
+  /// Keeps `r` (moved from) until `delay` has passed; false, and `r` untouched, once the gate
+  /// stops: the request must then run again at once (and answer without waiting).
+  bool defer(ready_request& r, std::chrono::milliseconds delay);
   void release_due(std::chrono::steady_clock::time_point now);
   int wait_events(::epoll_event* events, int max);
   void arm(connection& c, int op);
@@ -129,6 +152,7 @@ private:
   gate_limits limits_;
   process run_;
   std::string component_;
+  quick_request quick_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;

@@ -7,6 +7,7 @@
 #include "http/errors.hpp"
 #include "log/log.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <httplib.h>
 #include <stdexcept>
@@ -39,6 +40,23 @@ void declare_empty_body(const httplib::Request& req) {
   // The pre-routing hook gets the library's own (non-const) request object as const; the
   // library itself adds headers (REMOTE_ADDR, ...) to it the same way before routing.
   const_cast<httplib::Request&>(req).set_header("Content-Length", "0");
+}
+
+/// Whether `path` is one `pattern` (a documented path, `{name}` for any one segment) names.
+bool path_matches(std::string_view pattern, std::string_view path) {
+  for (;;) {
+    auto p_end = pattern.find('/', 1);
+    auto s_end = path.find('/', 1);
+    auto p = pattern.substr(0, p_end);
+    auto s = path.substr(0, s_end);
+    bool any = p.size() > 2 && p[1] == '{' && p.back() == '}';
+    if (any ? s.size() < 2 : p != s)
+      return false;
+    if (p_end == std::string_view::npos || s_end == std::string_view::npos)
+      return p_end == s_end;
+    pattern.remove_prefix(p_end);
+    path.remove_prefix(s_end);
+  }
 }
 
 /// The regex httplib matches a documented path with: each `{name}` becomes one captured segment,
@@ -126,7 +144,10 @@ listener::listener(const conf::server_settings& settings, std::string component,
         [gated](httplib::Stream& stream, bool close, bool& closed) {
           gated->process(stream, close, closed);
         },
-        component_);
+        component_,
+        [this](std::string_view method, std::string_view target) {
+          return runs_on_gate(method, target);
+        });
   }
   auto threads = static_cast<std::size_t>(settings_.threads);
   s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -237,6 +258,16 @@ void listener::route(std::string_view method, std::string path, route_kind kind,
   else
     throw std::logic_error("route " + path + " has an unsupported method " + std::string(method));
   routes_.push_back({std::string(method), std::move(path), needs, kind});
+}
+
+bool listener::runs_on_gate(std::string_view method, std::string_view target) const {
+  // A simulated partner's handlers take microseconds and defer their waits (latency, a late
+  // answer, a key in flight): the gate thread runs them itself.
+  auto path = target.substr(0, target.find('?'));
+  return std::any_of(routes_.begin(), routes_.end(), [&](const route_info& r) {
+    return r.kind == route_kind::simulated_service && r.method == method &&
+           path_matches(r.path, path);
+  });
 }
 
 int listener::bind(int port) {

@@ -85,6 +85,8 @@ public:
   httplib::Server& native() { return *server_; }
 
 private:
+  /// Whether the connection gate runs the request itself (a simulated partner's route).
+  bool runs_on_gate(std::string_view method, std::string_view target) const;
   /// The CORS headers a request from an allowed origin gets (with the preflight's for OPTIONS).
   void answer_cors(const httplib::Request& req, httplib::Response& res) const;
 

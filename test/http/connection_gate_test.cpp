@@ -1,8 +1,8 @@
 // Slow, dribbling and idle clients against the plain-HTTP listener with one or two worker
 // threads: they cost no thread, a request must arrive whole within server.requestTimeout, the
 // connection caps shed the longest-idle connection or answer 503 at once, and what well-behaved
-// clients send (pipelining, Expect: 100-continue, bodies) still works, and a deferred answer
-// holds no thread while it waits.
+// clients send (pipelining, Expect: 100-continue, bodies) still works, a deferred answer
+// holds no thread while it waits, and a simulated partner's requests run on the gate thread.
 #include "http/connection_gate.hpp"
 #include "http/listener.hpp"
 #include "test/support/raw_http.hpp"
@@ -53,17 +53,31 @@ struct gate_fixture {
                   });
     // Answers after two deferred waits of `ms` each (the step counter is the resumed state),
     // with the steps it went through; what the deferring runs answer must never be sent.
-    server->route("GET", "/wait/{ms}", http::route_kind::api, http::access::open,
+    auto wait = [](const httplib::Request& req, httplib::Response& res) {
+      auto step = std::static_pointer_cast<int>(http::resumed_state());
+      int done = step ? *step : 0;
+      auto wait = std::chrono::milliseconds(std::stoi(req.matches[1].str()));
+      res.set_content("dropped", "text/plain");
+      if (done < 2 && http::defer_answer(wait, std::make_shared<int>(done + 1)))
+        return;
+      res.set_content(fmt::format("steps {}{}", done, http::deferred_since() ? ", resumed" : ""),
+                      "text/plain");
+    };
+    server->route("GET", "/wait/{ms}", http::route_kind::api, http::access::open, wait);
+    // A simulated partner's routes run on the gate thread itself.
+    constexpr auto partner = http::route_kind::simulated_service;
+    server->route("GET", "/quick/wait/{ms}", partner, http::access::open, wait);
+    server->route("GET", "/quick/big/{bytes}", partner, http::access::open,
                   [](const httplib::Request& req, httplib::Response& res) {
-                    auto step = std::static_pointer_cast<int>(http::resumed_state());
-                    int done = step ? *step : 0;
-                    auto wait = std::chrono::milliseconds(std::stoi(req.matches[1].str()));
-                    res.set_content("dropped", "text/plain");
-                    if (done < 2 && http::defer_answer(wait, std::make_shared<int>(done + 1)))
-                      return;
-                    res.set_content(
-                        fmt::format("steps {}{}", done, http::deferred_since() ? ", resumed" : ""),
-                        "text/plain");
+                    res.set_content(std::string(std::stoul(req.matches[1].str()), 'x'),
+                                    "text/plain");
+                  });
+    // Holds its worker until the test lets it go.
+    server->route("GET", "/hold", http::route_kind::api, http::access::open,
+                  [this](const httplib::Request&, httplib::Response& res) {
+                    while (!released)
+                      std::this_thread::sleep_for(5ms);
+                    res.set_content("held", "text/plain");
                   });
     port = server->bind(0);
     server->start();
@@ -81,6 +95,7 @@ struct gate_fixture {
 
   std::unique_ptr<http::listener> server;
   int port = 0;
+  std::atomic<bool> released = false; // lets /hold answer
 };
 
 /// Connections that send their request a few bytes at a time and never finish it.
@@ -336,28 +351,38 @@ TEST_CASE("deferred answers hold no thread: one thread serves forty of them at o
   }
 }
 
+// The same deferring route served by a worker and (a partner's) on the gate thread.
+const std::vector<std::string> wait_routes = {"/wait/", "/quick/wait/"};
+
 TEST_CASE("a deferred request keeps its place among pipelined ones") {
   gate_fixture f(2);
-  raw_connection c(f.port);
-  c.send(f.get("/wait/50") + f.post(R"({"n":1})") + f.get("/wait/0"));
-  auto first = c.read_response(answered);
-  CHECK(first.body == "steps 2, resumed");
-  CHECK(c.read_response(answered).body == R"({"n":1})");
-  CHECK(c.read_response(answered).body == "steps 2, resumed");
+  for (const auto& wait : wait_routes) {
+    CAPTURE(wait);
+    raw_connection c(f.port);
+    c.send(f.get(wait + "50") + f.post(R"({"n":1})") + f.get(wait + "0") + f.get("/quick/big/3"));
+    auto first = c.read_response(answered);
+    CHECK(first.body == "steps 2, resumed");
+    CHECK(c.read_response(answered).body == R"({"n":1})");
+    CHECK(c.read_response(answered).body == "steps 2, resumed");
+    CHECK(c.read_response(answered).body == "xxx");
+  }
 }
 
 TEST_CASE("a stop answers the deferred requests at once, and defers nothing more") {
-  auto f = std::make_unique<gate_fixture>(1);
-  raw_connection c(f->port);
-  c.send(f->get("/wait/60000"));
-  std::this_thread::sleep_for(200ms); // deferred for a minute
-  auto start = std::chrono::steady_clock::now();
-  std::thread stopper([&] { f.reset(); });
-  auto r = c.read_response(answered);
-  stopper.join();
-  CHECK(r.status == 200);
-  CHECK(r.body == "steps 1, resumed");                   // its second wait could not be deferred
-  CHECK(std::chrono::steady_clock::now() - start < 30s); // not the minute
+  for (const auto& wait : wait_routes) {
+    CAPTURE(wait);
+    auto f = std::make_unique<gate_fixture>(1);
+    raw_connection c(f->port);
+    c.send(f->get(wait + "60000"));
+    std::this_thread::sleep_for(200ms); // deferred for a minute
+    auto start = std::chrono::steady_clock::now();
+    std::thread stopper([&] { f.reset(); });
+    auto r = c.read_response(answered);
+    stopper.join();
+    CHECK(r.status == 200);
+    CHECK(r.body == "steps 1, resumed");                   // its second wait could not be deferred
+    CHECK(std::chrono::steady_clock::now() - start < 30s); // not the minute
+  }
 }
 
 TEST_CASE("when the request first in line has waited half a second for a worker, a new one gets "
@@ -379,12 +404,12 @@ TEST_CASE("when the request first in line has waited half a second for a worker,
 TEST_CASE("clients that hang up while their answer is deferred leave nothing behind: the "
           "connection cap has room again") {
   gate_fixture f(1, 10, 10);
-  for (int wave = 0; wave < 3; ++wave) {
+  for (int wave = 0; wave < 4; ++wave) {
     {
       std::vector<std::unique_ptr<raw_connection>> gone;
       for (int i = 0; i < 10; ++i) {
         gone.push_back(std::make_unique<raw_connection>(f.port));
-        gone.back()->send(f.get("/wait/100"));
+        gone.back()->send(f.get(wait_routes[wave % 2] + "100"));
       }
       std::this_thread::sleep_for(50ms); // all ten deferred; then they hang up
     }
@@ -394,4 +419,41 @@ TEST_CASE("clients that hang up while their answer is deferred leave nothing beh
     auto r = next.read_response(answered);
     CHECK(r.status == 200); // a leaked connection would fill the cap of 10: 503
   }
+}
+
+TEST_CASE("a simulated partner's requests run on the gate thread: answered, deferred ones too, "
+          "while every worker is held; other requests wait for a worker") {
+  gate_fixture f(1);
+  raw_connection holder(f.port), partner(f.port), api(f.port);
+  holder.send(f.get("/hold")); // the one worker, until released
+  std::this_thread::sleep_for(100ms);
+  api.send(f.get());
+  for (int i = 0; i < 5; ++i) {
+    partner.send(f.get("/quick/wait/20"));
+    CHECK(partner.read_response(answered).body == "steps 2, resumed");
+    partner.send(f.get("/quick/big/5"));
+    CHECK(partner.read_response(answered).body == "xxxxx");
+  }
+  f.released = true;
+  CHECK(holder.read_response(answered).body == "held");
+  CHECK(api.read_response(answered).status == 200);
+}
+
+TEST_CASE("a partner's answer larger than the connection takes at once is finished by a worker; "
+          "the gate serves on meanwhile") {
+  gate_fixture f(2);
+  constexpr std::size_t size = 32 << 20; // beyond the loopback socket buffers of both ends
+  raw_connection reader(f.port), other(f.port);
+  reader.send(f.get(fmt::format("/quick/big/{}", size)));
+  std::this_thread::sleep_for(200ms); // the gate sent what fit; a worker waits to send the rest
+  other.send(f.get("/quick/wait/10"));
+  CHECK(other.read_response(answered).body == "steps 2, resumed");
+  other.send(f.get());
+  CHECK(other.read_response(answered).status == 200); // the other worker
+  auto big = reader.read_response(answered);
+  CHECK(big.status == 200);
+  CHECK(big.body.size() == size);
+  CHECK(big.body.find_first_not_of('x') == std::string::npos);
+  reader.send(f.get("/quick/big/2")); // and the connection serves on
+  CHECK(reader.read_response(answered).body == "xx");
 }

@@ -1,6 +1,7 @@
 // The connection gate: an epoll thread that holds connections until a request has arrived whole,
 // and workers that run whole requests through httplib's request processing, and hold deferred
-// answers until their time.
+// answers until their time. A quick request (a simulated partner's) runs on the epoll thread
+// itself, its answer written without waiting.
 #include "http/connection_gate.hpp"
 
 #include "http/errors.hpp"

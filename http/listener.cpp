@@ -262,12 +262,13 @@ void listener::route(std::string_view method, std::string path, route_kind kind,
 
 bool listener::runs_on_gate(std::string_view method, std::string_view target) const {
   // A simulated partner's handlers take microseconds and defer their waits (latency, a late
-  // answer, a key in flight): the gate thread runs them itself.
+  // answer, a key in flight): the gate thread runs them itself. The route that serves the
+  // request is the first that matches, as in httplib's routing.
   auto path = target.substr(0, target.find('?'));
-  return std::any_of(routes_.begin(), routes_.end(), [&](const route_info& r) {
-    return r.kind == route_kind::simulated_service && r.method == method &&
-           path_matches(r.path, path);
+  auto serving = std::find_if(routes_.begin(), routes_.end(), [&](const route_info& r) {
+    return r.method == method && path_matches(r.path, path);
   });
+  return serving != routes_.end() && serving->kind == route_kind::simulated_service;
 }
 
 int listener::bind(int port) {

@@ -72,12 +72,18 @@ struct gate_fixture {
                     res.set_content(std::string(std::stoul(req.matches[1].str()), 'x'),
                                     "text/plain");
                   });
-    // Holds its worker until the test lets it go.
-    server->route("GET", "/hold", http::route_kind::api, http::access::open,
-                  [this](const httplib::Request&, httplib::Response& res) {
-                    while (!released)
-                      std::this_thread::sleep_for(5ms);
-                    res.set_content("held", "text/plain");
+    // Hold their worker until the test lets them go; the second shadows the partner route after
+    // it (the first route that matches serves a request).
+    auto hold = [this](const httplib::Request&, httplib::Response& res) {
+      while (!released)
+        std::this_thread::sleep_for(5ms);
+      res.set_content("held", "text/plain");
+    };
+    server->route("GET", "/hold", http::route_kind::api, http::access::open, hold);
+    server->route("GET", "/quick/held", http::route_kind::api, http::access::open, hold);
+    server->route("GET", "/quick/{name}", partner, http::access::open,
+                  [](const httplib::Request& req, httplib::Response& res) {
+                    res.set_content(req.matches[1].str(), "text/plain");
                   });
     port = server->bind(0);
     server->start();
@@ -456,4 +462,18 @@ TEST_CASE("a partner's answer larger than the connection takes at once is finish
   CHECK(big.body.find_first_not_of('x') == std::string::npos);
   reader.send(f.get("/quick/big/2")); // and the connection serves on
   CHECK(reader.read_response(answered).body == "xx");
+}
+
+TEST_CASE("a route that is not a partner's runs on a worker even where a partner's route after it "
+          "matches the same path") {
+  gate_fixture f(1);
+  raw_connection holder(f.port), partner(f.port);
+  holder.send(f.get("/quick/held")); // the API route registered first: on the one worker
+  std::this_thread::sleep_for(100ms);
+  partner.send(f.get("/quick/wait/10")); // the gate thread is free
+  CHECK(partner.read_response(answered).body == "steps 2, resumed");
+  partner.send(f.get("/quick/other?x=1"));
+  CHECK(partner.read_response(answered).body == "other");
+  f.released = true;
+  CHECK(holder.read_response(answered).body == "held");
 }

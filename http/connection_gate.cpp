@@ -66,6 +66,9 @@ constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
 // How long a worker waits for a keep-alive client's next request before handing the connection
 // back: a worker is held at most this long per request by a client that sends nothing.
 constexpr milliseconds linger_time{1};
+// A quick request larger than this (head and body) runs on a worker all the same: reading and
+// parsing it must not make the gate thread's turn long for everyone else.
+constexpr std::size_t quick_max_bytes = 16 * 1024;
 
 /// What the worker thread knows of the request it runs, for defer_answer() and its kin.
 struct gate_run {
@@ -496,7 +499,8 @@ void connection_gate::try_dispatch(connection& c, bool quick_allowed) {
   case kind::complete:
     break;
   }
-  bool quick = quick_allowed && quick_ && std::apply(quick_, request_line(c.buffer));
+  bool quick = quick_allowed && quick_ && frame.length <= quick_max_bytes &&
+               std::apply(quick_, request_line(c.buffer));
   {
     std::lock_guard lock(mutex_);
     auto now = clock::now();

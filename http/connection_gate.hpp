@@ -80,7 +80,8 @@ public:
   /// Whether a request, by its method and target (the path, with any query), runs on the gate
   /// thread: its handler takes microseconds and never waits on its thread (it defers instead).
   /// Its answer is then written without waiting; what the connection cannot take at once, a
-  /// worker finishes writing. A pipelined request after it goes to a worker.
+  /// worker finishes writing. A pipelined request after it, or one larger than 16 KiB, goes to a
+  /// worker.
   using quick_request = std::function<bool(std::string_view method, std::string_view target)>;
 
   /// `component` tags log lines; without `quick`, every request runs on a worker.

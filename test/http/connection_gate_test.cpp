@@ -477,3 +477,21 @@ TEST_CASE("a route that is not a partner's runs on a worker even where a partner
   f.released = true;
   CHECK(holder.read_response(answered).body == "held");
 }
+
+TEST_CASE("a partner's request larger than 16 KiB runs on a worker: it waits while the worker is "
+          "held, a small one does not") {
+  gate_fixture f(1);
+  raw_connection holder(f.port), large(f.port), small(f.port);
+  holder.send(f.get("/hold"));
+  std::this_thread::sleep_for(100ms);
+  std::string pad; // five headers of 4 000 bytes (httplib caps one header line)
+  for (int i = 0; i < 5; ++i)
+    pad += fmt::format("X-Pad-{}: {}\r\n", i, std::string(4000, 'p'));
+  large.send("GET /quick/big/4 HTTP/1.1\r\nHost: 127.0.0.1\r\n" + pad + "\r\n");
+  small.send(f.get("/quick/big/2"));
+  CHECK(small.read_response(answered).body == "xx");
+  CHECK(large.read_response(300ms).status == 0); // on the gate thread it would have come at once
+  f.released = true;
+  CHECK(holder.read_response(answered).body == "held");
+  CHECK(large.read_response(answered).body == "xxxx");
+}

@@ -11,11 +11,31 @@ namespace {
 
 using namespace std::string_literals;
 
-const std::string insert_order = "INSERT INTO orders (customer_id, total_amount, currency, "
-                                 "shipping_type, request_key, request_hash) "
-                                 "VALUES ($1, $2::numeric, $3, $4, $5, $6) "
-                                 "ON CONFLICT (request_key) DO NOTHING RETURNING "s +
-                                 order_columns;
+// A batch of creates in one statement: the requests as arrays, in order (n). The ids are drawn
+// before the insert so that each request finds its own row; a request whose Idempotency-Key is
+// taken (by an earlier order, or by an earlier request of the batch) gets a row of NULLs.
+const std::string insert_orders =
+    "WITH input AS MATERIALIZED ("
+    "  SELECT nextval('orders_id_seq') AS id, t.* FROM unnest($1::text[], $2::numeric[], "
+    "    $3::text[], $4::text[], $5::text[], $6::bigint[]) WITH ORDINALITY "
+    "    AS t(customer_id, total_amount, currency, shipping_type, request_key, request_hash, n)), "
+    "inserted AS ("
+    "  INSERT INTO orders (id, customer_id, total_amount, currency, shipping_type, request_key, "
+    "    request_hash) "
+    "  SELECT id, customer_id, total_amount, currency, shipping_type, request_key, request_hash "
+    "    FROM input ORDER BY n "
+    "  ON CONFLICT (request_key) DO NOTHING RETURNING "s +
+    order_columns +
+    ") "
+    "SELECT inserted.* FROM input LEFT JOIN inserted ON inserted.id = input.id ORDER BY input.n";
+// The events of a batch, ids in the batch's order.
+const std::string insert_events =
+    "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payloads, "
+    "idempotency_key) "
+    "SELECT aggregate_type, aggregate_id, event_type, payloads::jsonb, idempotency_key "
+    "  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY "
+    "  AS t(aggregate_type, aggregate_id, event_type, payloads, idempotency_key, n) "
+    "ORDER BY n RETURNING id";
 const std::string order_by_request_key =
     "SELECT "s + order_columns + ", request_hash FROM orders WHERE request_key = $1";
 const std::string insert_event =
@@ -50,6 +70,27 @@ const std::string dead_letters_of_order = "SELECT "s + dead_letter_columns +
                                           " FROM dead_letter_events WHERE aggregate_id = $1 "
                                           "AND aggregate_type = 'order' ORDER BY id";
 
+/// A PostgreSQL array literal of `values` (nullopt is NULL), for a text[]-castable parameter.
+std::string array_literal(const std::vector<std::optional<std::string>>& values) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i)
+      out += ',';
+    if (!values[i]) {
+      out += "NULL";
+      continue;
+    }
+    out += '"';
+    for (char c : *values[i]) {
+      if (c == '"' || c == '\\')
+        out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + '}';
+}
+
 /// Inserts the event; returns its id.
 std::int64_t insert_draft(pqxx::work& tx, const domain::event_draft& e) {
   return tx
@@ -61,7 +102,8 @@ std::int64_t insert_draft(pqxx::work& tx, const domain::event_draft& e) {
 } // namespace
 
 std::vector<statement> order_repository::statements() {
-  return {{"insert_order", insert_order},
+  return {{"insert_orders", insert_orders},
+          {"insert_events", insert_events},
           {"order_by_request_key", order_by_request_key},
           {"insert_event", insert_event},
           {"lock_order", lock_order},
@@ -75,32 +117,89 @@ std::vector<statement> order_repository::statements() {
           {"dead_letters_of_order", dead_letters_of_order}};
 }
 
+order_repository::order_repository(connection_pool& pool, intake_notifier* notifier)
+    : pool_(pool), notifier_(notifier),
+      creates_(intake_writers, max_intake_batch,
+               [this](std::span<create_batch::entry*> batch) { write_creates(batch); }) {}
+
 domain::create_outcome order_repository::create(const domain::new_order& request,
                                                 const std::optional<std::string>& request_key) {
-  auto hash = domain::fingerprint(request);
-  return pool_.run([&](pqxx::connection& c) {
-    pqxx::work tx(c);
-    auto key = request_key ? request_key->c_str() : nullptr;
-    auto inserted = tx.exec_prepared(
-        "insert_order", request.customer_id, domain::to_decimal(request.total_amount),
-        request.currency, std::string(domain::to_string(request.shipping)), key,
-        request_key ? std::optional<std::int64_t>(hash) : std::nullopt);
-    if (inserted.empty()) {
-      // The key was used before (possibly by a transaction that committed while we waited).
-      auto existing = tx.exec_prepared1("order_by_request_key", *request_key);
-      tx.commit();
-      bool same = !existing[9].is_null() && existing[9].as<std::int64_t>() == hash;
-      auto o = to_order(existing);
-      return domain::create_outcome{same ? domain::create_outcome::kind::replayed
-                                         : domain::create_outcome::kind::key_reused,
-                                    std::move(o)};
+  return creates_.submit({request, request_key});
+}
+
+void order_repository::write_creates(std::span<create_batch::entry*> batch) {
+  try {
+    auto written = pool_.run([&](pqxx::connection& c) { return insert_batch(c, batch); });
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      batch[i]->result = std::move(written.outcomes[i]);
+    announce(written.last_event_id);
+    return;
+  } catch (const domain::store_unavailable&) {
+    throw; // the database, not a request: every request of the batch gets the error
+  } catch (const std::exception&) {
+    if (batch.size() == 1)
+      throw;
+  }
+  // A row the database refuses aborts the whole transaction: each request alone, so that only
+  // the request at fault fails.
+  for (auto* e : batch) {
+    try {
+      write_creates(std::span<create_batch::entry*>(&e, 1));
+    } catch (...) {
+      e->error = std::current_exception();
     }
-    auto o = to_order(inserted[0]);
-    auto event_id = insert_draft(tx, domain::order_created_event(o, request.items));
-    tx.commit();
-    announce(event_id);
-    return domain::create_outcome{domain::create_outcome::kind::created, std::move(o)};
-  });
+  }
+}
+
+order_repository::written_batch
+order_repository::insert_batch(pqxx::connection& c, std::span<create_batch::entry*> batch) {
+  std::vector<std::optional<std::string>> customer, amount, currency, shipping, key, hash;
+  for (const auto* e : batch) {
+    const auto& r = e->request->order;
+    customer.emplace_back(r.customer_id);
+    amount.emplace_back(domain::to_decimal(r.total_amount));
+    currency.emplace_back(r.currency);
+    shipping.emplace_back(std::string(domain::to_string(r.shipping)));
+    key.push_back(e->request->key);
+    hash.push_back(e->request->key ? std::optional(std::to_string(domain::fingerprint(r)))
+                                   : std::nullopt);
+  }
+  pqxx::work tx(c);
+  auto rows = tx.exec_prepared("insert_orders", array_literal(customer), array_literal(amount),
+                               array_literal(currency), array_literal(shipping), array_literal(key),
+                               array_literal(hash));
+  written_batch out;
+  std::vector<std::optional<std::string>> types, ids, names, payloads, event_keys;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const auto& r = *batch[i]->request;
+    if (rows[i][0].is_null()) {
+      // The key was used before (possibly by a transaction that committed while we waited, or
+      // by an earlier request of this batch).
+      auto existing = tx.exec_prepared1("order_by_request_key", *r.key);
+      bool same =
+          !existing[9].is_null() && existing[9].as<std::int64_t>() == domain::fingerprint(r.order);
+      out.outcomes.push_back(
+          {same ? domain::create_outcome::kind::replayed : domain::create_outcome::kind::key_reused,
+           to_order(existing)});
+      continue;
+    }
+    auto o = to_order(rows[i]);
+    auto e = domain::order_created_event(o, r.order.items);
+    types.emplace_back(e.aggregate_type);
+    ids.emplace_back(e.aggregate_id);
+    names.emplace_back(e.event_type);
+    payloads.emplace_back(e.payloads_json);
+    event_keys.emplace_back(e.idempotency_key);
+    out.outcomes.push_back({domain::create_outcome::kind::created, std::move(o)});
+  }
+  if (!types.empty()) {
+    for (const auto& id :
+         tx.exec_prepared("insert_events", array_literal(types), array_literal(ids),
+                          array_literal(names), array_literal(payloads), array_literal(event_keys)))
+      out.last_event_id = std::max(out.last_event_id, id[0].as<std::int64_t>());
+  }
+  tx.commit();
+  return out;
 }
 
 domain::command_outcome order_repository::execute(std::int64_t order_id,

@@ -5,17 +5,23 @@
 #include "domain/ports.hpp"
 #include "persistence/connection_pool.hpp"
 #include "persistence/intake_notifier.hpp"
+#include "persistence/write_batcher.hpp"
 
+#include <span>
 #include <vector>
 
 namespace outboxd::persistence {
 
 class order_repository final : public domain::order_store {
 public:
+  /// Creates that arrive together are written together: at most this many transactions of
+  /// them at once (each on a connection of the pool), each with at most max_intake_batch orders.
+  static constexpr int intake_writers = 2;
+  static constexpr std::size_t max_intake_batch = 64;
+
   /// With a `notifier`, the pool's sessions must run intake_notifier::session_setup: the
   /// repository then announces its events through the notifier instead of the insert trigger.
-  explicit order_repository(connection_pool& pool, intake_notifier* notifier = nullptr)
-      : pool_(pool), notifier_(notifier) {}
+  explicit order_repository(connection_pool& pool, intake_notifier* notifier = nullptr);
 
   /// The statements this repository runs; give them to the pool it uses.
   static std::vector<statement> statements();
@@ -28,14 +34,31 @@ public:
                                   std::optional<std::int64_t> before_id, int limit) override;
   std::optional<domain::order_timeline> timeline(std::int64_t order_id) override;
 
+  struct create_request {
+    const domain::new_order& order;
+    const std::optional<std::string>& key;
+  };
+  using create_batch = write_batcher<create_request, domain::create_outcome>;
+  /// Creates waiting for a writer now, and the batches and orders written so far.
+  create_batch::stats intake() const { return creates_.snapshot(); }
+
 private:
+  struct written_batch {
+    std::vector<domain::create_outcome> outcomes; // one per request, in order
+    std::int64_t last_event_id = 0;               // 0: no event (every request a replay)
+  };
+
+  /// Writes `batch` in one transaction; should the database refuse a row, each request alone.
+  void write_creates(std::span<create_batch::entry*> batch);
+  written_batch insert_batch(pqxx::connection& c, std::span<create_batch::entry*> batch);
   void announce(std::int64_t event_id) const {
-    if (notifier_)
+    if (notifier_ && event_id)
       notifier_->committed(event_id);
   }
 
   connection_pool& pool_;
   intake_notifier* notifier_;
+  create_batch creates_;
 };
 
 } // namespace outboxd::persistence

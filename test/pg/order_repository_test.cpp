@@ -134,6 +134,136 @@ TEST_CASE_FIXTURE(fixture, "concurrent creates each get their own order and matc
                           "o.total_amount") == std::to_string(threads_n * per_thread));
 }
 
+/// Holds every insert into orders (a lock in an open transaction) until release().
+struct orders_held {
+  pqxx::connection c{db()};
+  pqxx::work tx{c};
+  orders_held() { tx.exec("LOCK TABLE orders IN EXCLUSIVE MODE"); }
+  void release() { tx.commit(); }
+};
+
+/// Waits until `n` sessions wait for a lock (the writers held by orders_held).
+void wait_lock_waiters(int n) {
+  for (int i = 0; i < 1000; ++i) {
+    if (query_value(db(), "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                          "AND datname = current_database()") == std::to_string(n))
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  FAIL("the writers never waited for the lock");
+}
+
+/// Waits until `n` creates wait for a writer.
+void wait_queued(const persistence::order_repository& repo, std::size_t n) {
+  for (int i = 0; i < 1000 && repo.intake().waiting != n; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(repo.intake().waiting == n);
+}
+
+/// Runs `create(i)` on threads 0..n-1: the first `writers` ones while orders are held, so that they
+/// become the writers and wait; the rest then queue behind them; then releases the hold.
+template <class Create>
+void queue_behind_held_writers(persistence::order_repository& repo, int n, Create create) {
+  constexpr int writers = persistence::order_repository::intake_writers;
+  orders_held hold;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < writers; ++i)
+    threads.emplace_back([&, i] { create(i); });
+  wait_lock_waiters(writers);
+  for (int i = writers; i < n; ++i)
+    threads.emplace_back([&, i] { create(i); });
+  wait_queued(repo, static_cast<std::size_t>(n - writers));
+  hold.release();
+  for (auto& t : threads)
+    t.join();
+}
+
+TEST_CASE_FIXTURE(fixture, "creates that queue while the writers are busy commit together") {
+  constexpr int n = 10;
+  std::vector<domain::order> made(n);
+  queue_behind_held_writers(repo, n, [&](int i) {
+    auto out = repo.create(sample("C-" + std::to_string(i), 100 + i), std::nullopt);
+    REQUIRE(out.what == domain::create_outcome::kind::created);
+    made[i] = out.value;
+  });
+  // each request got its own row back
+  std::set<std::int64_t> ids;
+  for (int i = 0; i < n; ++i) {
+    CHECK(made[i].customer_id == "C-" + std::to_string(i));
+    CHECK(made[i].total_amount.cents == 100 + i);
+    ids.insert(made[i].id);
+  }
+  CHECK(ids.size() == n);
+  // two writers' transactions of one order each, then the eight queued in one
+  CHECK(repo.intake().batches == 3);
+  CHECK(query_value(db(), "SELECT count(DISTINCT xmin::text) FROM orders") == "3");
+  CHECK(query_value(db(), "SELECT count(*) FROM orders o JOIN outbox_events e ON e.aggregate_id = "
+                          "o.id::text AND e.idempotency_key = 'order:' || o.id || ':OrderCreated' "
+                          "AND (e.payloads #>> '{billing,payload,amount}')::numeric = "
+                          "o.total_amount AND e.xmin = o.xmin") == std::to_string(n));
+  CHECK(count_rows(db(), "outbox_events") == n);
+}
+
+TEST_CASE_FIXTURE(fixture,
+                  "a create the database refuses fails alone; the rest of its batch commit") {
+  struct refusal {
+    refusal() {
+      pqxx::connection c(db());
+      pqxx::nontransaction(c).exec("ALTER TABLE orders ADD CONSTRAINT test_refused "
+                                   "CHECK (customer_id <> 'C-REFUSED')");
+    }
+    ~refusal() {
+      pqxx::connection c(db());
+      pqxx::nontransaction(c).exec("ALTER TABLE orders DROP CONSTRAINT test_refused");
+    }
+  } refused_customer;
+  constexpr int n = 8, refused = 5;
+  std::vector<int> outcome(n, -1); // 1 created, 0 refused
+  queue_behind_held_writers(repo, n, [&](int i) {
+    try {
+      auto out =
+          repo.create(sample(i == refused ? "C-REFUSED" : "C-" + std::to_string(i)), std::nullopt);
+      outcome[i] = out.what == domain::create_outcome::kind::created ? 1 : -1;
+    } catch (const pqxx::check_violation&) {
+      outcome[i] = 0;
+    }
+  });
+  for (int i = 0; i < n; ++i)
+    CHECK(outcome[i] == (i == refused ? 0 : 1));
+  CHECK(count_rows(db(), "orders") == n - 1);
+  CHECK(count_rows(db(), "outbox_events") == n - 1);
+  CHECK(query_value(db(), "SELECT count(*) FROM orders WHERE customer_id = 'C-REFUSED'") == "0");
+}
+
+TEST_CASE_FIXTURE(fixture, "one Idempotency-Key several times in one batch makes one order") {
+  // requests 2..7 queue into one batch: four with the same body, two with another
+  constexpr int n = 8;
+  std::vector<domain::create_outcome> out(n);
+  queue_behind_held_writers(repo, n, [&](int i) {
+    if (i < 2)
+      out[i] = repo.create(sample("C-writer-" + std::to_string(i)), std::nullopt);
+    else
+      out[i] = repo.create(sample(i < 6 ? "C-same" : "C-other"), std::string("batch-key"));
+  });
+  using kind = domain::create_outcome::kind;
+  int created = 0;
+  std::string winner;
+  for (int i = 2; i < n; ++i)
+    if (out[i].what == kind::created) {
+      ++created;
+      winner = out[i].value.customer_id;
+    }
+  REQUIRE(created == 1);
+  for (int i = 2; i < n; ++i) {
+    CHECK(out[i].value.customer_id == winner);
+    if (out[i].what != kind::created)
+      CHECK(out[i].what == ((i < 6) == (winner == "C-same") ? kind::replayed : kind::key_reused));
+  }
+  CHECK(query_value(db(), "SELECT count(*) FROM orders WHERE request_key = 'batch-key'") == "1");
+  CHECK(count_rows(db(), "outbox_events") == 3);
+  CHECK(repo.intake().batches == 3);
+}
+
 TEST_CASE_FIXTURE(fixture,
                   "shipping and delivering follow the state machine and queue one event each") {
   auto id = repo.create(sample(), std::nullopt).value.id;

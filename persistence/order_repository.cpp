@@ -119,7 +119,7 @@ std::vector<statement> order_repository::statements() {
 
 order_repository::order_repository(connection_pool& pool, intake_notifier* notifier)
     : pool_(pool), notifier_(notifier),
-      creates_(intake_writers, max_intake_batch,
+      creates_(intake_writers, max_intake_batch, intake_overlap_after,
                [this](std::span<create_batch::entry*> batch) { write_creates(batch); }) {}
 
 domain::create_outcome order_repository::create(const domain::new_order& request,
@@ -128,20 +128,27 @@ domain::create_outcome order_repository::create(const domain::new_order& request
 }
 
 void order_repository::write_creates(std::span<create_batch::entry*> batch) {
-  try {
-    auto written = pool_.run([&](pqxx::connection& c) { return insert_batch(c, batch); });
-    for (std::size_t i = 0; i < batch.size(); ++i)
-      batch[i]->result = std::move(written.outcomes[i]);
-    announce(written.last_event_id);
-    return;
-  } catch (const domain::store_unavailable&) {
-    throw; // the database, not a request: every request of the batch gets the error
-  } catch (const std::exception&) {
+  auto written = pool_.run([&](pqxx::connection& c) -> std::optional<written_batch> {
     if (batch.size() == 1)
+      return insert_batch(c, batch);
+    try {
+      return insert_batch(c, batch);
+    } catch (const pqxx::serialization_failure&) {
+      throw; // the pool runs the batch again
+    } catch (const pqxx::deadlock_detected&) {
       throw;
+    } catch (const std::exception& e) {
+      if (is_connection_loss(e))
+        throw; // the database is gone: every request of the batch gets the error
+      return std::nullopt;
+    }
+  });
+  if (written) {
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      batch[i]->result = std::move(written->outcomes[i]);
+    announce(written->last_event_id);
+    return;
   }
-  // A row the database refuses aborts the whole transaction: each request alone, so that only
-  // the request at fault fails.
   for (auto* e : batch) {
     try {
       write_creates(std::span<create_batch::entry*>(&e, 1));

@@ -7,6 +7,7 @@
 #include "persistence/intake_notifier.hpp"
 #include "persistence/write_batcher.hpp"
 
+#include <chrono>
 #include <span>
 #include <vector>
 
@@ -14,10 +15,12 @@ namespace outboxd::persistence {
 
 class order_repository final : public domain::order_store {
 public:
-  /// Creates that arrive together are written together: at most this many transactions of
-  /// them at once (each on a connection of the pool), each with at most max_intake_batch orders.
+  /// Creates that arrive together are written together, one transaction of at most
+  /// max_intake_batch orders at a time. A second one (each on a connection of the pool) starts
+  /// only while the first has taken longer than intake_overlap_after.
   static constexpr int intake_writers = 2;
   static constexpr std::size_t max_intake_batch = 64;
+  static constexpr std::chrono::milliseconds intake_overlap_after{50};
 
   /// With a `notifier`, the pool's sessions must run intake_notifier::session_setup: the
   /// repository then announces its events through the notifier instead of the insert trigger.
@@ -48,7 +51,9 @@ private:
     std::int64_t last_event_id = 0;               // 0: no event (every request a replay)
   };
 
-  /// Writes `batch` in one transaction; should the database refuse a row, each request alone.
+  /// Writes `batch` in one transaction. Should a statement fail (a row the database refuses, a
+  /// lock or statement timeout), each request alone, so that only the one at fault fails; a lost
+  /// connection fails them all.
   void write_creates(std::span<create_batch::entry*> batch);
   written_batch insert_batch(pqxx::connection& c, std::span<create_batch::entry*> batch);
   void announce(std::int64_t event_id) const {

@@ -1,10 +1,13 @@
-// Requests from many threads written together. A thread that submits a request queues it; while
-// fewer than `writers` batches are being written, the thread takes everything queued (its own
-// request included, up to `max_batch`) and writes it in one go, for every waiting thread. So a
-// lone request is written at once, as before, and under load each round trip and commit carries
-// as many requests as arrived during the previous one, instead of one.
+// Requests from many threads written together. A thread that submits a request queues it; when no
+// batch is being written, the thread takes everything queued (its own request included, up to
+// `max_batch`) and writes it in one go, for every waiting thread. So a lone request is written at
+// once, and under load each round trip and commit carries what arrived during the one before.
+// One write at a time batches best; a second one (up to `writers`) starts only once every write
+// in progress has taken longer than `overlap_after`, so one slow write (a lock wait, say) does not
+// hold up the others.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -37,9 +40,10 @@ public:
     std::uint64_t requests = 0;
   };
 
-  write_batcher(int writers, std::size_t max_batch, write_fn write)
+  write_batcher(int writers, std::size_t max_batch, std::chrono::milliseconds overlap_after,
+                write_fn write)
       : writers_(writers < 1 ? 1 : writers), max_batch_(max_batch < 1 ? 1 : max_batch),
-        write_(std::move(write)) {}
+        overlap_after_(overlap_after), write_(std::move(write)) {}
 
   /// Returns once `request` is written: its result, or rethrows its error.
   Result submit(const Request& request) {
@@ -47,11 +51,19 @@ public:
     std::unique_lock lock(mutex_);
     queue_.push_back(&mine);
     while (!mine.done) {
-      if (writing_ >= writers_ || queue_.empty()) {
+      if (queue_.empty() || writing_ >= writers_) { // mine is being written, or all writers busy
         done_.wait(lock);
         continue;
       }
+      if (writing_ > 0) {
+        auto due = last_start_ + overlap_after_;
+        if (clock::now() < due) {
+          done_.wait_until(lock, due);
+          continue;
+        }
+      }
       ++writing_;
+      last_start_ = clock::now();
       std::vector<slot*> batch;
       while (!queue_.empty() && batch.size() < max_batch_) {
         batch.push_back(queue_.front());
@@ -79,6 +91,7 @@ public:
   }
 
 private:
+  using clock = std::chrono::steady_clock;
   struct slot {
     entry e;
     bool done = false; // guarded by mutex_
@@ -104,11 +117,13 @@ private:
 
   const int writers_;
   const std::size_t max_batch_;
+  const std::chrono::milliseconds overlap_after_;
   const write_fn write_;
   mutable std::mutex mutex_;
   std::condition_variable done_;
   std::deque<slot*> queue_;
   int writing_ = 0;
+  clock::time_point last_start_; // of the newest write in progress
   std::uint64_t batches_ = 0;
   std::uint64_t requests_ = 0;
 };

@@ -134,15 +134,17 @@ TEST_CASE_FIXTURE(fixture, "concurrent creates each get their own order and matc
                           "o.total_amount") == std::to_string(threads_n * per_thread));
 }
 
-/// Holds every insert into orders (a lock in an open transaction) until release().
-struct orders_held {
+/// Holds every insert into `table` (a lock in an open transaction) until release().
+struct inserts_held {
   pqxx::connection c{db()};
   pqxx::work tx{c};
-  orders_held() { tx.exec("LOCK TABLE orders IN EXCLUSIVE MODE"); }
+  explicit inserts_held(const std::string& table) {
+    tx.exec("LOCK TABLE " + table + " IN EXCLUSIVE MODE");
+  }
   void release() { tx.commit(); }
 };
 
-/// Waits until `n` sessions wait for a lock (the writers held by orders_held).
+/// Waits until `n` sessions wait for a lock (the writers held by inserts_held).
 void wait_lock_waiters(int n) {
   for (int i = 0; i < 1000; ++i) {
     if (query_value(db(), "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
@@ -160,12 +162,14 @@ void wait_queued(const persistence::order_repository& repo, std::size_t n) {
   REQUIRE(repo.intake().waiting == n);
 }
 
-/// Runs `create(i)` on threads 0..n-1: the first `writers` ones while orders are held, so that they
-/// become the writers and wait; the rest then queue behind them; then releases the hold.
+/// Runs `create(i)` on threads 0..n-1: the first `writers` ones while inserts into `table` are
+/// held, so that they become the writers and wait; the rest then queue behind them; then releases
+/// the hold.
 template <class Create>
-void queue_behind_held_writers(persistence::order_repository& repo, int n, Create create) {
+void queue_behind_held_writers(persistence::order_repository& repo, int n, Create create,
+                               const std::string& table = "orders") {
   constexpr int writers = persistence::order_repository::intake_writers;
-  orders_held hold;
+  inserts_held hold(table);
   std::vector<std::thread> threads;
   for (int i = 0; i < writers; ++i)
     threads.emplace_back([&, i] { create(i); });
@@ -233,6 +237,40 @@ TEST_CASE_FIXTURE(fixture,
   CHECK(count_rows(db(), "orders") == n - 1);
   CHECK(count_rows(db(), "outbox_events") == n - 1);
   CHECK(query_value(db(), "SELECT count(*) FROM orders WHERE customer_id = 'C-REFUSED'") == "0");
+}
+
+TEST_CASE_FIXTURE(fixture, "a create that waits out the lock timeout fails alone") {
+  persistence::connection_pool limited{
+      persistence::make_conninfo(db(), std::chrono::seconds(5)), 4,
+      persistence::order_repository::statements(),
+      persistence::session_limits_sql(
+          {std::chrono::milliseconds(0), std::chrono::milliseconds(300)})};
+  persistence::order_repository limited_repo{limited};
+  // another session inserted an order with this key and neither commits nor rolls back
+  pqxx::connection other(db());
+  pqxx::work pending(other);
+  pending.exec("INSERT INTO orders (customer_id, total_amount, shipping_type, request_key) "
+               "VALUES ('C-elsewhere', 1, 'domestic', 'held-key')");
+  // requests 2..5 queue into one batch; request 3 needs the held key
+  constexpr int n = 6, blocked = 3;
+  std::vector<int> outcome(n, -1); // 1 created, 0 unavailable
+  queue_behind_held_writers(
+      limited_repo, n,
+      [&](int i) {
+        try {
+          auto key = i == blocked ? std::optional<std::string>("held-key") : std::nullopt;
+          auto out = limited_repo.create(sample("C-" + std::to_string(i)), key);
+          outcome[i] = out.what == domain::create_outcome::kind::created ? 1 : -1;
+        } catch (const domain::store_unavailable&) {
+          outcome[i] = 0;
+        }
+      },
+      "outbox_events");
+  pending.abort();
+  for (int i = 0; i < n; ++i)
+    CHECK(outcome[i] == (i == blocked ? 0 : 1));
+  CHECK(count_rows(db(), "orders") == n - 1);
+  CHECK(count_rows(db(), "outbox_events") == n - 1);
 }
 
 TEST_CASE_FIXTURE(fixture, "one Idempotency-Key several times in one batch makes one order") {

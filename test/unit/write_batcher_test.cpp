@@ -1,6 +1,7 @@
 // The write batcher: a lone request is written at once; requests that arrive while the writers
-// are busy are written together, at most `writers` batches at once and `max_batch` requests each;
-// errors reach the requests they belong to. No I/O: the write function records its batches and
+// are busy are written together, at most `writers` batches at once and `max_batch` requests each,
+// a second batch only once the writes in progress took `overlap_after`; errors reach the requests
+// they belong to. No I/O: the write function records its batches and
 // can be held until the test releases it.
 #include "persistence/write_batcher.hpp"
 
@@ -74,7 +75,7 @@ void wait_queued(const batcher& b, std::size_t n) {
 
 TEST_CASE("a lone request is written at once, in a batch of its own") {
   recorder r;
-  batcher b(2, 64, r.fn());
+  batcher b(2, 64, 0ms, r.fn());
   CHECK(b.submit(4) == 40);
   CHECK(b.submit(5) == 50);
   CHECK(r.batches == std::vector<std::vector<int>>{{4}, {5}});
@@ -86,7 +87,7 @@ TEST_CASE("a lone request is written at once, in a batch of its own") {
 
 TEST_CASE("requests that arrive while the writer is busy are written together") {
   recorder r;
-  batcher b(1, 64, r.fn());
+  batcher b(1, 64, 0ms, r.fn());
   r.hold();
   std::vector<std::thread> threads;
   std::vector<int> results(6);
@@ -107,7 +108,7 @@ TEST_CASE("requests that arrive while the writer is busy are written together") 
 
 TEST_CASE("at most `writers` batches are written at once, of at most `max_batch` requests") {
   recorder r;
-  batcher b(2, 2, r.fn());
+  batcher b(2, 2, 0ms, r.fn());
   r.hold();
   std::vector<std::thread> threads;
   for (int i = 0; i < 2; ++i)
@@ -129,9 +130,39 @@ TEST_CASE("at most `writers` batches are written at once, of at most `max_batch`
   CHECK(r.batches.size() == 5); // 1 + 1, then the five queued as 2 + 2 + 1
 }
 
+TEST_CASE("a second batch starts only once the write in progress took overlap_after") {
+  recorder r;
+  r.hold();
+  std::vector<std::thread> threads;
+  SUBCASE("before that, requests wait for the one writer") {
+    batcher b(2, 64, std::chrono::hours(1), r.fn());
+    threads.emplace_back([&] { b.submit(1); });
+    r.wait_writing(1);
+    threads.emplace_back([&] { b.submit(2); });
+    threads.emplace_back([&] { b.submit(3); });
+    wait_queued(b, 2); // a second writer would have taken them at once
+    r.release();
+    for (auto& t : threads)
+      t.join();
+    CHECK(r.most_at_once == 1);
+    CHECK(r.batches.size() == 2);
+  }
+  SUBCASE("after it, a second writer takes what waits") {
+    batcher b(2, 64, 20ms, r.fn());
+    threads.emplace_back([&] { b.submit(1); });
+    r.wait_writing(1);
+    threads.emplace_back([&] { b.submit(2); });
+    r.wait_writing(2);
+    r.release();
+    for (auto& t : threads)
+      t.join();
+    CHECK(r.most_at_once == 2);
+  }
+}
+
 TEST_CASE("an error reaches only the requests it belongs to") {
   recorder r;
-  batcher b(1, 64, r.fn());
+  batcher b(1, 64, 0ms, r.fn());
   SUBCASE("an entry's own error") {
     r.hold();
     std::vector<std::thread> threads;

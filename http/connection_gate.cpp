@@ -81,27 +81,6 @@ struct gate_run {
 };
 thread_local gate_run* current_run = nullptr;
 
-/// Sends all of `data` to `fd`, waiting at most `timeout` for room; false when it could not.
-bool send_within(int fd, std::string_view data, milliseconds timeout) {
-  auto deadline = clock::now() + timeout;
-  std::size_t done = 0;
-  while (done < data.size()) {
-    auto n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      done += static_cast<std::size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR)
-      continue;
-    auto left = std::chrono::duration_cast<milliseconds>(deadline - clock::now()).count();
-    pollfd p{fd, POLLOUT, 0};
-    if (n < 0 && errno == EAGAIN && left > 0 && ::poll(&p, 1, static_cast<int>(left)) > 0)
-      continue;
-    return false;
-  }
-  return true;
-}
-
 /// Sends what `fd` takes of `data` now: how many bytes, or -1 when the connection failed.
 ssize_t send_now(int fd, std::string_view data) {
   std::size_t done = 0;
@@ -117,6 +96,23 @@ ssize_t send_now(int fd, std::string_view data) {
       return -1;
   }
   return static_cast<ssize_t>(done);
+}
+
+/// Sends all of `data` to `fd`, waiting at most `timeout` for room; false when it could not.
+bool send_within(int fd, std::string_view data, milliseconds timeout) {
+  auto deadline = clock::now() + timeout;
+  for (;;) {
+    auto sent = send_now(fd, data);
+    if (sent < 0)
+      return false;
+    data.remove_prefix(static_cast<std::size_t>(sent));
+    if (data.empty())
+      return true;
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - clock::now()).count();
+    pollfd p{fd, POLLOUT, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0)
+      return false;
+  }
 }
 
 /// The method and target of the request at the start of `buffer` (whole, so its first line is).

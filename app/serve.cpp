@@ -7,6 +7,7 @@
 #include "domain/ports.hpp"
 #include "http/api_server.hpp"
 #include "log/log.hpp"
+#include "metrics/metrics.hpp"
 #include "persistence/aggregate_hooks.hpp"
 #include "persistence/audit_repository.hpp"
 #include "persistence/connection_pool.hpp"
@@ -108,7 +109,9 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
       persistence::session_limits_sql(
           {settings.database.statement_timeout, settings.database.lock_timeout}) +
           "; " + persistence::intake_notifier::session_setup);
-  persistence::order_repository orders(pool, &notifier);
+  persistence::order_repository orders(pool, &notifier, [](std::size_t n) {
+    metrics::global().intake_batch_orders.observe({}, static_cast<double>(n));
+  });
   persistence::dead_letter_admin dead_letters(pool);
   persistence::outbox_admin outbox(pool);
   persistence::order_hooks order_hooks;

@@ -103,6 +103,7 @@ std::string registry::render(const std::function<void(std::string&)>& scrape_gau
     c->render(out);
   call_seconds.render(out);
   claim_seconds.render(out);
+  intake_batch_orders.render(out);
   if (scrape_gauges)
     scrape_gauges(out);
   return out;

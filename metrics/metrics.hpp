@@ -89,6 +89,10 @@ struct registry {
       "outboxd_claim_seconds",
       "Duration of claim statements (the database round trip), by queue (outbox, dead_letter).",
       {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120}};
+  histogram intake_batch_orders{
+      "outboxd_intake_batch_orders",
+      "New orders per batch written together (creates that arrive together share a transaction).",
+      {1, 2, 4, 8, 16, 32, 64}};
   counter compensations{"outboxd_compensations_total",
                         "Compensations finished, by kind (dead_letter, cancellation) and outcome."};
   counter listener_reconnects{"outboxd_listener_reconnects_total",

@@ -117,10 +117,15 @@ std::vector<statement> order_repository::statements() {
           {"dead_letters_of_order", dead_letters_of_order}};
 }
 
-order_repository::order_repository(connection_pool& pool, intake_notifier* notifier)
+order_repository::order_repository(connection_pool& pool, intake_notifier* notifier,
+                                   std::function<void(std::size_t orders)> on_batch)
     : pool_(pool), notifier_(notifier),
       creates_(intake_writers, max_intake_batch, intake_overlap_after,
-               [this](std::span<create_batch::entry*> batch) { write_creates(batch); }) {}
+               [this, on_batch = std::move(on_batch)](std::span<create_batch::entry*> batch) {
+                 if (on_batch)
+                   on_batch(batch.size());
+                 write_creates(batch);
+               }) {}
 
 domain::create_outcome order_repository::create(const domain::new_order& request,
                                                 const std::optional<std::string>& request_key) {

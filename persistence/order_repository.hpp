@@ -8,6 +8,7 @@
 #include "persistence/write_batcher.hpp"
 
 #include <chrono>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -24,7 +25,9 @@ public:
 
   /// With a `notifier`, the pool's sessions must run intake_notifier::session_setup: the
   /// repository then announces its events through the notifier instead of the insert trigger.
-  explicit order_repository(connection_pool& pool, intake_notifier* notifier = nullptr);
+  /// `on_batch` learns the size of each batch of creates about to be written.
+  explicit order_repository(connection_pool& pool, intake_notifier* notifier = nullptr,
+                            std::function<void(std::size_t orders)> on_batch = {});
 
   /// The statements this repository runs; give them to the pool it uses.
   static std::vector<statement> statements();

@@ -273,6 +273,33 @@ TEST_CASE_FIXTURE(fixture, "a create that waits out the lock timeout fails alone
   CHECK(count_rows(db(), "outbox_events") == n - 1);
 }
 
+TEST_CASE_FIXTURE(fixture, "hostile text in a batch is stored as sent") {
+  // quotes, backslashes, braces, commas and the word NULL mean something in an array literal
+  const std::vector<std::string> names = {
+      "writer-0",   "writer-1", R"(he said "hi")", R"(back\slash\)",     "{brace},comma", "NULL",
+      R"(\"{,}\")", "",         "ünïcode ✓",       std::string(200, '"')};
+  const int n = static_cast<int>(names.size());
+  std::vector<domain::create_outcome> out(n);
+  queue_behind_held_writers(repo, n, [&](int i) {
+    out[i] =
+        repo.create(sample(names[i]), i >= 2 ? std::optional(names[i] + "|key") : std::nullopt);
+  });
+  CHECK(repo.intake().batches == 3);
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(names[i]);
+    CHECK(out[i].what == domain::create_outcome::kind::created);
+    CHECK(out[i].value.customer_id == names[i]);
+    CHECK(query_value(db(), "SELECT customer_id || '|' || coalesce(request_key, '-') FROM orders "
+                            "WHERE id = " +
+                                std::to_string(out[i].value.id)) ==
+          names[i] + "|" + (i >= 2 ? names[i] + "|key" : "-"));
+  }
+  // a replay of a hostile key finds its order
+  auto again = repo.create(sample(names[5]), names[5] + "|key");
+  CHECK(again.what == domain::create_outcome::kind::replayed);
+  CHECK(again.value.id == out[5].value.id);
+}
+
 TEST_CASE_FIXTURE(fixture, "one Idempotency-Key several times in one batch makes one order") {
   // requests 2..7 queue into one batch: four with the same body, two with another
   constexpr int n = 8;

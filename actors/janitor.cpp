@@ -1,9 +1,11 @@
 // janitor: the lease reaper (expired outbox and dead-letter leases) every reaperInterval, and
 // retention: old PROCESSED events, resolved dead letters, the audit of settled aggregates
 // (exported first when a folder is set) and removed orders, deleted in batches, each its own
-// short transaction, until none is left. Detached: both block on the database.
+// short transaction, until none is left. Detached: both block on the database. The reaper holds
+// back after a step of the database's clock (domain/lease_clock.hpp).
 #include "actors/audit_export.hpp"
 #include "actors/workers.hpp"
+#include "domain/lease_clock.hpp"
 #include "log/log.hpp"
 #include "metrics/metrics.hpp"
 #include "persistence/dlq_repository.hpp"
@@ -30,6 +32,8 @@ constexpr const char* tag = "janitor";
 
 struct janitor_state {
   context_ptr ctx;
+  /// The database's clock against ours: no reaping for a lease after it stepped forward.
+  std::optional<domain::lease_clock> lease_clock;
   std::optional<audit_export> exporter;
   /// Rows deleted by the retention runs since the last one that caught up, by what they are.
   std::map<std::string, long long> retained;
@@ -131,6 +135,7 @@ caf::behavior janitor_actor(janitor* self, context_ptr ctx) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   const auto& s = st.ctx->settings;
+  st.lease_clock.emplace(s.outbox.lease_timeout);
   if (!s.audit.export_dir.empty())
     st.exporter.emplace(s.audit.export_dir);
   self->delayed_send(self, s.outbox.reaper_interval, reap_atom::value);
@@ -140,9 +145,18 @@ caf::behavior janitor_actor(janitor* self, context_ptr ctx) {
   return {
       [self](reap_atom) {
         const auto& s = self->state.ctx->settings;
+        auto may_reap = [self, lease = s.outbox.lease_timeout](auto database_now) {
+          auto seen = self->state.lease_clock->read(database_now, std::chrono::steady_clock::now());
+          if (seen.step)
+            log::warn(tag,
+                      "the database's clock stepped {}ms ahead of ours: expired leases are left "
+                      "alone for {}ms, so that live runs renew theirs under the new time first",
+                      seen.step->count(), lease.count());
+          return seen.may_reap;
+        };
         guarded(self, [&](persistence::worker_connections& db) {
-          auto outbox = db.outbox(tag)->reap_expired(s.outbox.max_retries);
-          auto dlq = db.dlq(tag)->reap_expired(s.dlq.max_retries);
+          auto outbox = db.outbox(tag)->reap_expired(s.outbox.max_retries, may_reap);
+          auto dlq = db.dlq(tag)->reap_expired(s.dlq.max_retries, may_reap);
           metrics::global().lease_expiries.inc({{"table", "outbox_events"}},
                                                outbox.returned + outbox.dead_lettered);
           metrics::global().lease_expiries.inc({{"table", "dead_letter_events"}}, dlq);

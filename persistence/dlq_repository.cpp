@@ -169,9 +169,11 @@ bool dlq_repository::release(const claimed_dead_letter& d) {
   return r.affected_rows() == 1;
 }
 
-int dlq_repository::reap_expired(int max_retries) {
+int dlq_repository::reap_expired(int max_retries, const reap_guard& may_reap) {
   int moved = 0;
   pqxx::work tx(conn_);
+  if (!may_reap_in(tx, may_reap))
+    return 0;
   for (const auto& r : tx.exec_prepared("dlq_expired")) {
     auto error = "lease of " + r[4].as<std::string>() + " expired";
     bool exhausted = r[3].as<int>() + 1 > max_retries;

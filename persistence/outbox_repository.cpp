@@ -477,9 +477,18 @@ bool outbox_repository::release(const claimed_event& e) {
   return tx.exec_prepared("outbox_release", e.id, e.lease_token).affected_rows() == 1;
 }
 
-reaped outbox_repository::reap_expired(int max_retries) {
+bool may_reap_in(pqxx::transaction_base& tx, const reap_guard& may_reap) {
+  if (!may_reap)
+    return true;
+  auto micros = tx.exec1("SELECT (extract(epoch FROM now()) * 1000000)::bigint")[0].as<long long>();
+  return may_reap(std::chrono::system_clock::time_point(std::chrono::microseconds(micros)));
+}
+
+reaped outbox_repository::reap_expired(int max_retries, const reap_guard& may_reap) {
   reaped out;
   pqxx::work tx(conn_);
+  if (!may_reap_in(tx, may_reap))
+    return out;
   for (const auto& r : tx.exec_prepared("outbox_expired")) {
     auto e = to_claimed(r);
     auto error = "lease of " + r[9].as<std::string>() + " expired";

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <pqxx/pqxx>
@@ -65,6 +66,13 @@ inline const aggregate_hooks* hooks_of(const hooks_by_type& hooks,
   auto it = hooks.find(aggregate_type);
   return it == hooks.end() ? nullptr : it->second;
 }
+
+/// Asked by a reap, inside its transaction, with the database's now(): whether leases that look
+/// expired at that time may be reaped (domain::lease_clock decides). Empty: always.
+using reap_guard = std::function<bool(std::chrono::system_clock::time_point database_now)>;
+
+/// Whether `tx` may reap (asks `may_reap` with the transaction's now()).
+bool may_reap_in(pqxx::transaction_base& tx, const reap_guard& may_reap);
 
 /// What the lease reaper did.
 struct reaped {
@@ -157,8 +165,9 @@ public:
   bool release(const claimed_event& e);
 
   /// Expired PROCESSING leases go back to PENDING with attempts+1, or to DEAD with a dead
-  /// letter once `max_retries` retries are used up.
-  reaped reap_expired(int max_retries);
+  /// letter once `max_retries` retries are used up; nothing when `may_reap` (given the
+  /// database's time) says no.
+  reaped reap_expired(int max_retries, const reap_guard& may_reap = {});
 
   /// Deletes up to `batch` PROCESSED events older than `age`; returns how many.
   int delete_processed(std::chrono::milliseconds age, int batch);

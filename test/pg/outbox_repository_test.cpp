@@ -1,6 +1,7 @@
 // The outbox's units of work on a real PostgreSQL: claiming (order, per-aggregate exclusion,
 // SKIP LOCKED, a cost that follows the claim's size), lease fencing, retries, dead-lettering, the
 // reaper and retention.
+#include "domain/lease_clock.hpp"
 #include "persistence/dlq_repository.hpp"
 #include "persistence/outbox_repository.hpp"
 #include "test/support/test_db.hpp"
@@ -345,6 +346,49 @@ TEST_CASE_FIXTURE(fixture, "a worker whose lease expired cannot complete, retry 
   CHECK(count_rows(db(), "dead_letter_events") == 0);
   CHECK(b.complete(theirs[0], std::nullopt));
   CHECK(status_of(id) == "PROCESSED");
+}
+
+TEST_CASE_FIXTURE(fixture, "after a step of the database's clock the reaper leaves expired leases "
+                           "alone for a lease: the live run renews its lease and keeps it") {
+  // The reaper's local clock, `lag` behind the real one: setting the lag back by a second looks,
+  // to the reaper, like the database's clock stepping a second ahead.
+  domain::lease_clock clock(2s);
+  std::chrono::milliseconds lag{0};
+  std::vector<std::chrono::system_clock::time_point> seen;
+  auto guard = [&](std::chrono::system_clock::time_point database_now) {
+    seen.push_back(database_now);
+    return clock.read(database_now, std::chrono::steady_clock::now() - lag).may_reap;
+  };
+  auto id = add_event("5b");
+  persistence::dlq_repository dlq_b(conn_b, {});
+  CHECK(b.reap_expired(3, guard).returned == 0); // the first reading: nothing expired yet
+  auto mine = a.claim("a", 1, 1ms);
+  REQUIRE(mine.size() == 1);
+  std::this_thread::sleep_for(10ms); // its lease expired
+  lag = 1s;
+  CHECK(b.reap_expired(3, guard).returned == 0);
+  CHECK(dlq_b.reap_expired(3, guard) == 0);
+  CHECK(status_of(id) == "PROCESSING");
+  // The live run renews its lease and goes on; a lease later the reaper reaps again, and the
+  // renewed lease is not expired.
+  CHECK(a.extend_lease(mine[0], 60s));
+  lag = -1500ms;
+  CHECK(b.reap_expired(3, guard).returned == 0);
+  CHECK(a.complete(mine[0], std::nullopt));
+  CHECK(status_of(id) == "PROCESSED");
+  // Each reap read the database's now() once, in its own transaction.
+  REQUIRE(seen.size() == 4);
+  auto database_now = std::chrono::system_clock::time_point(std::chrono::microseconds(
+      std::stoll(query_value(db(), "SELECT (extract(epoch FROM now()) * 1000000)::bigint"))));
+  CHECK(seen.front() <= seen.back());
+  CHECK(seen.back() <= database_now);
+  CHECK(database_now - seen.front() < 60s);
+
+  // A dead worker's lease is reaped once the hold is over.
+  add_event("5c");
+  REQUIRE(a.claim("a", 1, 1ms).size() == 1);
+  std::this_thread::sleep_for(10ms);
+  CHECK(b.reap_expired(3, guard).returned == 1);
 }
 
 TEST_CASE_FIXTURE(fixture, "an event whose lease keeps expiring ends in the dead-letter queue") {

@@ -208,7 +208,15 @@ void check_invariants(const std::string& db, outboxd_process& p, int simulator_p
                                "aggregate_results WHERE outcome = 'success' GROUP BY 1, 2 "
                                "HAVING count(*) > 1) d");
   report["(event, destination) with two successes"] = twice;
-  CHECK(twice == "0");
+  CHECK_MESSAGE(twice == "0",
+                "their rows: " << query_value(
+                    db, "SELECT string_agg(format('event %s %s attempt %s %s %s key %s "
+                        "at %s (%s ms)', event_id, destination, attempt, outcome, "
+                        "response_status, idempotency_key, published_at, duration_ms), "
+                        "E'\\n' ORDER BY id) FROM aggregate_results r WHERE (event_id, "
+                        "destination) IN (SELECT event_id, destination FROM "
+                        "aggregate_results WHERE outcome = 'success' GROUP BY 1, 2 "
+                        "HAVING count(*) > 1)"));
 
   auto ledger = http_client(simulator_port).get("/api/simulator/ledger");
   REQUIRE(ledger.json.IsObject());

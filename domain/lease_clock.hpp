@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <optional>
+#include <utility>
 
 namespace outboxd::domain {
 

@@ -2,6 +2,8 @@
 // frames are kept by id so that a cancellation can destroy those still suspended.
 #include "actors/call_driver.hpp"
 
+#include "log/log.hpp"
+
 #include <algorithm>
 
 namespace outboxd::actors {
@@ -58,6 +60,9 @@ std::size_t call_driver::flush_batch() {
 }
 
 std::size_t call_driver::drive(std::chrono::milliseconds max_wait) {
+  // The runs' lines of one pass go out in one write: before the wait on the calls, before each
+  // statement (the connections write them when one is borrowed) and at the end.
+  log::holder lines;
   // Runs started since the last drive may wait on the batch already.
   std::size_t resumed = flush_batch();
   resumed += resume_due_timers();
@@ -67,6 +72,8 @@ std::size_t call_driver::drive(std::chrono::milliseconds max_wait) {
     wait = std::min(wait, std::max(std::chrono::milliseconds{0},
                                    std::chrono::ceil<std::chrono::milliseconds>(timers_.top().at -
                                                                                 clock::now())));
+  if (wait.count() > 0)
+    log::write_held();
   resumed += calls_.run(wait);
   resumed += flush_batch();
   resumed += resume_due_timers();

@@ -40,17 +40,24 @@ struct multi_caller::running {
   completion done;
 };
 
-int multi_caller::on_socket(void*, int fd, int what, void* self, void*) {
-  auto epoll_fd = static_cast<multi_caller*>(self)->epoll_fd_;
+int multi_caller::on_socket(void*, int fd, int what, void* self, void* socket_data) {
+  auto& caller = *static_cast<multi_caller*>(self);
   if (what == CURL_POLL_REMOVE) {
-    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+    // curl forgets the socket's data with it: the next socket with this number is added anew.
+    ::epoll_ctl(caller.epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
     return 0;
   }
   epoll_event e{};
   e.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
   e.data.fd = fd;
-  if (::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, fd, &e) != 0 && errno == ENOENT)
-    ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &e);
+  // The socket's data (curl_multi_assign) says whether it is in the set already: one epoll_ctl
+  // per change, not a failed MOD before each ADD. The other operation is the fallback should
+  // the set disagree (a socket closed without REMOVE leaves the set by itself).
+  const bool in_set = socket_data != nullptr;
+  if (::epoll_ctl(caller.epoll_fd_, in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &e) != 0)
+    ::epoll_ctl(caller.epoll_fd_, in_set ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &e);
+  if (!in_set)
+    curl_multi_assign(multi_of(caller.multi_), fd, self);
   return 0;
 }
 

@@ -1,5 +1,6 @@
 // Log sink: formats lines and writes them (JSON to stdout, text to stderr) under one lock so lines
-// never interleave.
+// never interleave; a thread with a holder keeps its lines in a buffer of its own until it writes
+// them in one go.
 #include "log/log.hpp"
 
 #include <atomic>
@@ -15,6 +16,22 @@ namespace {
 std::atomic<level> min_level{level::info};
 std::atomic<format> out_format{format::text};
 std::mutex write_mutex;
+
+/// The lines a holder keeps on this thread, and where they go.
+struct held {
+  int holders = 0;
+  std::string lines;
+  std::FILE* out = nullptr;
+};
+thread_local held this_thread;
+// Past this many bytes held lines are written at once.
+constexpr std::size_t max_held_bytes = 32 * 1024;
+
+void write_out(std::FILE* out, std::string_view text) {
+  std::lock_guard lock(write_mutex);
+  std::fwrite(text.data(), 1, text.size(), out);
+  std::fflush(out);
+}
 
 std::string_view level_name(level l) {
   switch (l) {
@@ -101,9 +118,34 @@ void write(level l, std::string_view actor, std::string_view message) {
   // JSON lines go to stdout, where a container runtime's log collector reads records; text lines
   // go to stderr, beside the command line's own messages.
   std::FILE* out = json ? stdout : stderr;
-  std::lock_guard lock(write_mutex);
-  std::fwrite(line.data(), 1, line.size(), out);
-  std::fflush(out);
+  auto& h = this_thread;
+  if (h.holders == 0) {
+    write_out(out, line);
+    return;
+  }
+  if (h.out != out)
+    write_held();
+  h.out = out;
+  h.lines += line;
+  if (h.lines.size() >= max_held_bytes)
+    write_held();
+}
+
+holder::holder() {
+  ++this_thread.holders;
+}
+
+holder::~holder() {
+  if (--this_thread.holders == 0)
+    write_held();
+}
+
+void write_held() {
+  auto& h = this_thread;
+  if (h.lines.empty())
+    return;
+  write_out(h.out, h.lines);
+  h.lines.clear();
 }
 
 } // namespace outboxd::log

@@ -18,6 +18,21 @@ bool enabled(level l);
 /// object `{"ts":...,"level":...,"actor":...,"msg":...}` per line.
 void write(level l, std::string_view actor, std::string_view message);
 
+/// While one lives on a thread, that thread's lines are held and written together, by
+/// write_held() or at its end: a loop that logs many lines between two waits makes one write
+/// instead of one per line. Its owner calls write_held() before anything that may block (a wait,
+/// a statement), so that no line waits on it. Nested holders write at the end of the outermost.
+class holder {
+public:
+  holder();
+  ~holder();
+  holder(const holder&) = delete;
+  holder& operator=(const holder&) = delete;
+};
+
+/// Writes the lines this thread holds, if any.
+void write_held();
+
 template <class... Args>
 void debug(std::string_view actor, fmt::format_string<Args...> f, Args&&... args) {
   if (enabled(level::debug))

@@ -20,6 +20,8 @@ worker_connections::worker_connections(std::function<std::string(int)> conninfo,
 worker_connections::~worker_connections() = default;
 
 std::unique_ptr<worker_connections::session> worker_connections::take(const std::string& who) {
+  // A statement may block: the lines this worker holds (log::holder) go out before it.
+  log::write_held();
   const auto me = std::this_thread::get_id();
   std::unique_lock lock(mutex_);
   available_.wait(lock, [this] { return !idle_.empty() || open_ < size_; });

@@ -1,0 +1,104 @@
+// Held log lines: a thread's lines wait while a holder lives and go out together, in order, when
+// it writes them or ends; without a holder every line goes out at once.
+#include "log/log.hpp"
+
+#include <cstdio>
+#include <doctest/doctest.h>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+using namespace outboxd;
+
+namespace {
+
+/// Sends stderr (where text lines go) to a file for the test's life; text() reads what arrived.
+class captured_stderr {
+public:
+  captured_stderr() {
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    std::FILE* f = std::fopen(path_.c_str(), "w");
+    REQUIRE(f);
+    ::dup2(::fileno(f), 2);
+    std::fclose(f);
+    log::configure(log::level::info, log::format::text);
+  }
+  ~captured_stderr() {
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    std::remove(path_.c_str());
+  }
+  std::string text() const {
+    std::ifstream in(path_);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+private:
+  std::string path_ = "/tmp/outboxd-log-test-" + std::to_string(::getpid()) + ".txt";
+  int saved_ = -1;
+};
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("log: without a holder a line is written at once") {
+  captured_stderr err;
+  log::info("processor-1", "event {} processed", 7);
+  CHECK(count(err.text(), "INFO  [processor-1] event 7 processed\n") == 1);
+}
+
+TEST_CASE("log: a holder keeps its thread's lines until write_held or its end, in order") {
+  captured_stderr err;
+  {
+    log::holder held;
+    log::info("processor-1", "first");
+    log::warn("processor-1", "second");
+    CHECK(err.text().empty());
+    log::write_held();
+    auto text = err.text();
+    CHECK(count(text, "[processor-1] first\n") == 1);
+    CHECK(text.find("first") < text.find("second"));
+    log::info("processor-1", "third");
+    CHECK(count(err.text(), "third") == 0);
+    {
+      log::holder nested; // ends without writing: the outer holder still holds
+      log::info("processor-1", "fourth");
+    }
+    CHECK(count(err.text(), "fourth") == 0);
+  }
+  auto text = err.text();
+  CHECK(count(text, "third") == 1);
+  CHECK(count(text, "fourth") == 1);
+  CHECK(text.find("third") < text.find("fourth"));
+  log::write_held(); // nothing held any more: nothing written twice
+  CHECK(err.text() == text);
+}
+
+TEST_CASE("log: a holder holds only its own thread's lines, and at most 32 KB of them") {
+  captured_stderr err;
+  log::holder held;
+  std::thread other([] { log::info("janitor", "not held"); });
+  other.join();
+  CHECK(count(err.text(), "not held") == 1);
+  const std::string long_text(1000, 'x');
+  for (int i = 0; i < 40; ++i)
+    log::info("processor-1", "{} {}", i, long_text);
+  // Past 32 KB the held lines went out; what followed is still held.
+  auto text = err.text();
+  CHECK(count(text, long_text) >= 30);
+  CHECK(count(text, long_text) < 40);
+  log::write_held();
+  CHECK(count(err.text(), long_text) == 40);
+}

@@ -1,4 +1,5 @@
-// Dead-letter SQL, fenced by lease tokens like the outbox.
+// Dead-letter SQL, fenced by lease tokens like the outbox (the token alone, as there: see
+// outbox_repository.cpp).
 #include "persistence/dlq_repository.hpp"
 
 #include "persistence/claim_walk.hpp"
@@ -26,7 +27,7 @@ UPDATE dead_letter_events
    SET status = 'PROCESSED', attempts = attempts + 1, resolved_at = now(), status_changed_at = now(),
        revert_error = NULL, next_retry_at = NULL,
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
- WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+ WHERE id = $1 AND lease_token = $2)sql";
 
 constexpr const char* retry_sql = R"sql(
 UPDATE dead_letter_events
@@ -34,7 +35,7 @@ UPDATE dead_letter_events
        next_retry_at = now() + $3::bigint * interval '1 millisecond',
        failing_since = coalesce(failing_since, now()),
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
- WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+ WHERE id = $1 AND lease_token = $2)sql";
 
 // Held back (circuit open, a limit reached): due again after $3 ms, attempts unchanged.
 constexpr const char* postpone_sql = R"sql(
@@ -43,23 +44,23 @@ UPDATE dead_letter_events
        next_retry_at = now() + $3::bigint * interval '1 millisecond',
        failing_since = coalesce(failing_since, now()),
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
- WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+ WHERE id = $1 AND lease_token = $2)sql";
 
 constexpr const char* extend_sql = R"sql(
 UPDATE dead_letter_events SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
- WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+ WHERE id = $1 AND lease_token = $2)sql";
 
 constexpr const char* fail_sql = R"sql(
 UPDATE dead_letter_events
    SET status = 'FAILED', attempts = attempts + 1, revert_error = $3, status_changed_at = now(),
        next_retry_at = NULL, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
- WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+ WHERE id = $1 AND lease_token = $2)sql";
 
 constexpr const char* release_sql = R"sql(
 UPDATE dead_letter_events
    SET status = 'PENDING', next_retry_at = NULL, status_changed_at = now(),
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
- WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+ WHERE id = $1 AND lease_token = $2)sql";
 
 constexpr const char* expired_sql = R"sql(
 SELECT id, aggregate_type, aggregate_id, attempts, coalesce(lease_owner, '?')

@@ -1,5 +1,10 @@
 // Outbox SQL. Every update of a claimed row says `WHERE id = $1 AND lease_token = $2`: zero rows
-// means another worker owns the event now, and the caller must drop its result.
+// means another worker owns the event now, and the caller must drop its result. The token alone
+// fences: only a claim sets one (with PROCESSING, from a sequence), and every change out of
+// PROCESSING clears it. The updates say nothing of the status on purpose: `status = 'PROCESSING'`
+// lets the planner read the partial index of leased events instead of the primary key, and with
+// statistics taken while few events were in flight it does, so that each update scanned every
+// event in flight (6 ms of an 8.7 ms completion with 1 280 in flight).
 #include "persistence/outbox_repository.hpp"
 
 #include "persistence/claim_walk.hpp"
@@ -84,7 +89,7 @@ SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM letters))sql";
 
 constexpr const char* extend_sql = R"sql(
 UPDATE outbox_events SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
- WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+ WHERE id = $1 AND lease_token = $2)sql";
 
 // The finishing updates below are the `done` source of statements that also apply the aggregate's
 // transition (see finishing()).
@@ -96,7 +101,7 @@ WITH done AS (UPDATE outbox_events e
        status_changed_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL,
        next_retry_at = NULL
   FROM (VALUES {}) AS v (id, token)
- WHERE e.id = v.id AND e.lease_token = v.token AND e.status = 'PROCESSING'
+ WHERE e.id = v.id AND e.lease_token = v.token
 RETURNING e.id, e.aggregate_id))sql";
 
 constexpr const char* retry_sql = R"sql(
@@ -105,7 +110,7 @@ UPDATE outbox_events
        next_retry_at = now() + $3::bigint * interval '1 millisecond',
        failing_since = coalesce(failing_since, now()),
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
- WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+ WHERE id = $1 AND lease_token = $2)sql";
 
 // Held back (circuit open, a limit reached): due again after $3 ms, attempts unchanged.
 constexpr const char* postpone_sql = R"sql(
@@ -114,7 +119,7 @@ UPDATE outbox_events
        next_retry_at = now() + $3::bigint * interval '1 millisecond',
        failing_since = coalesce(failing_since, now()),
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
- WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+ WHERE id = $1 AND lease_token = $2)sql";
 
 // $3 error, $4 reason, $5 status of the dead letter, $6 runs to count (0 for a run that made no
 // call: it must not look like a run whose rows were lost).
@@ -122,7 +127,7 @@ constexpr const char* dead_letter_sql = R"sql(
 WITH done AS (UPDATE outbox_events
    SET status = 'DEAD', attempts = attempts + $6::int, last_error = $3, status_changed_at = now(),
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, next_retry_at = NULL
- WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING'
+ WHERE id = $1 AND lease_token = $2
 RETURNING id, aggregate_type, aggregate_id, event_type, payloads),
 letter AS (INSERT INTO dead_letter_events (original_event_id, aggregate_type, aggregate_id,
   event_type, payloads, reason, last_error, status, resolved_at)
@@ -134,7 +139,7 @@ constexpr const char* release_sql = R"sql(
 UPDATE outbox_events
    SET status = 'PENDING', next_retry_at = NULL, status_changed_at = now(),
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
- WHERE id = $1 AND lease_token = $2 AND status = 'PROCESSING')sql";
+ WHERE id = $1 AND lease_token = $2)sql";
 
 constexpr const char* expired_sql = R"sql(
 SELECT id, lease_token, aggregate_type, aggregate_id, event_type, payloads::text, attempts, false,

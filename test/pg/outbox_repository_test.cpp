@@ -83,10 +83,8 @@ struct notices final : pqxx::errorhandler {
   std::vector<std::string> all;
 };
 
-/// The shared buffers (pages) the claim `run` makes on `conn` touches: auto_explain reports the
-/// plan of every statement with its buffers as a notice; the top node's counts are those of the
-/// whole statement.
-template <class Run> long long pages_of(pqxx::connection& conn, Run run) {
+/// The plans (auto_explain's JSON, with buffers) of the statements `run` makes on `conn`.
+template <class Run> std::vector<std::string> plans_of(pqxx::connection& conn, Run run) {
   pqxx::nontransaction(conn).exec("LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0; "
                                   "SET auto_explain.log_analyze = on; "
                                   "SET auto_explain.log_buffers = on; "
@@ -96,7 +94,13 @@ template <class Run> long long pages_of(pqxx::connection& conn, Run run) {
   notices got(conn);
   run();
   pqxx::nontransaction(conn).exec("SET auto_explain.log_min_duration = -1");
-  for (const auto& n : got.all) {
+  return got.all;
+}
+
+/// The shared buffers (pages) the claim `run` makes on `conn` touches: the top node's counts are
+/// those of the whole statement.
+template <class Run> long long pages_of(pqxx::connection& conn, Run run) {
+  for (const auto& n : plans_of(conn, run)) {
     if (n.find("WITH RECURSIVE") == std::string::npos && n.find("FOR UPDATE") == std::string::npos)
       continue;
     long long pages = 0;
@@ -302,6 +306,46 @@ TEST_CASE_FIXTURE(fixture, "the due indexes are the only partial indexes over pe
         "dead_letter_events_resolved dead_letter_events_retry_due "
         "outbox_events_dead outbox_events_due outbox_events_leases outbox_events_processed "
         "outbox_events_retry_due");
+}
+
+TEST_CASE_FIXTURE(fixture, "a leased event's updates find it by its key, not by a scan of the "
+                           "leased ones, on statistics taken while none was leased") {
+  exec("INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payloads, "
+       "idempotency_key) SELECT 'order', g::text, 'OrderCreated', '{}', 'p' || g "
+       "FROM generate_series(1, 300) g");
+  auto first = a.claim("a", 1, 60s);
+  REQUIRE(a.dead_letter(first[0], "MAX_RETRIES_EXCEEDED", "billing: HTTP 503"));
+  exec("ANALYZE outbox_events, dead_letter_events"); // nothing leased: the statistics say so
+  auto leased = a.claim("a", 299, 60s);
+  REQUIRE(leased.size() == 299);
+  persistence::dlq_repository dlq(conn_a, {});
+  auto letters = dlq.claim("dlq", 1, 60s);
+  REQUIRE(letters.size() == 1);
+
+  auto plans = plans_of(conn_a, [&] {
+    CHECK(a.extend_lease(leased[0], 60s));
+    CHECK(a.complete(leased[0], std::nullopt));
+    CHECK(
+        a.complete_all("order", std::nullopt, "", {{&leased[1], nullptr}, {&leased[2], nullptr}}) ==
+        std::vector<bool>{true, true});
+    CHECK(a.retry(leased[3], 0ms, "billing: HTTP 503"));
+    CHECK(a.postpone(leased[4], 1s, "billing: circuit open"));
+    CHECK(a.release(leased[5]));
+    CHECK(a.dead_letter(leased[6], "MAX_RETRIES_EXCEEDED", "billing: HTTP 503"));
+    CHECK(dlq.extend_lease(letters[0], 60s));
+    CHECK(dlq.resolve(letters[0], domain::engine_outcome::fanout_compensated, ""));
+  });
+  int updates = 0;
+  for (const auto& plan : plans) {
+    if (plan.find("\"Operation\": \"Update\"") == std::string::npos)
+      continue;
+    ++updates;
+    INFO(plan);
+    CHECK(plan.find("_leases") == std::string::npos); // 299 entries, a heap fetch each
+    if (plan.find("\"Relation Name\": \"outbox_events\"") != std::string::npos)
+      CHECK(plan.find("outbox_events_pkey") != std::string::npos); // (one dead letter: a page)
+  }
+  CHECK(updates == 9);
 }
 
 TEST_CASE_FIXTURE(fixture, "concurrent claimers get disjoint events") {

@@ -2,12 +2,14 @@
 -- request an inventory reservation as outboxd sends it (JSON body, X-Aggregate-Id, a fresh
 -- Idempotency-Key), so each one is validated, claims a key, sleeps the knob's latency, applies a
 -- ledger entry and renders its answer. The summary is printed as one JSON line.
+-- Each wrk thread numbers its requests from its own id (the global `thread_id` that setup() gives
+-- it; a local of that name would shadow it and make the threads send the same keys at once, so
+-- that one request in a hundred waited out another's latency as the key's replay).
 local counter = 0
-local thread_id = 0
 local threads = {}
 
 function setup(thread)
-  thread:set("thread_id", #threads)
+  thread:set("thread_id", #threads + 1)
   table.insert(threads, thread)
 end
 

@@ -163,17 +163,19 @@ private:
     });
   }
 
-  /// Claims when asked to and there is room enough (a quarter of the cap while runs are in
-  /// flight, so that claims stay batches). With more than one in flight the claim also fills a
-  /// small queue (a quarter of the cap) of events that start the moment a run ends, instead of
-  /// leaving their slots empty until the next claim. True when something was claimed.
+  /// Claims when asked to and there is room enough (while runs are in flight, a quarter of the
+  /// cap and at least two events, so that claims stay batches: with one per event that ends, a
+  /// small cap paid a claim's round trip and transaction for every event). With more than one in
+  /// flight the claim also fills a small queue (as many) of events that start the moment a run
+  /// ends, instead of leaving their slots empty until the next claim. True when something was
+  /// claimed.
   bool claim_now() {
     if (!claim_wanted_ || ctx_->stopping || backoff_until_)
       return false;
-    const int quarter = std::max(1, cap_ / 4);
-    const int ahead = cap_ > 1 ? quarter : 0;
+    const int batch = cap_ > 1 ? std::max(2, cap_ / 4) : 1;
+    const int ahead = cap_ > 1 ? batch : 0;
     const int room = cap_ + ahead - static_cast<int>(running_.size() + queue_.size());
-    if (room <= 0 || (!running_.empty() && room < quarter))
+    if (room <= 0 || (!running_.empty() && room < batch))
       return false;
     bool got = false;
     guarded([&] {

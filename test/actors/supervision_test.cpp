@@ -366,17 +366,17 @@ TEST_CASE("an orderly stop lets every run in flight finish its call; nothing mor
   sink destination;
   destination.hold();
   std::vector<std::string> events;
-  for (int i = 1; i <= 6; ++i)
+  for (int i = 1; i <= 7; ++i)
     events.push_back(insert_event("thing", fmt::format("t{}", i)));
   auto settings = test_settings(destination);
   settings.outbox.calls_in_flight = 4;
   actors::engine eng(settings, {});
   eng.start();
-  // Four calls at once on the processor's one thread; the claim took what fits and one more, to
-  // start when a slot frees (a quarter of the cap), and no more.
+  // Four calls at once on the processor's one thread; the claim took what fits and two more, to
+  // start when slots free (the claims' batch: a quarter of the cap, at least two), and no more.
   REQUIRE(eventually([&] { return destination.entered() == 4; }));
   REQUIRE(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSING'") ==
-          "5");
+          "6");
 
   CHECK(stop_while_held(eng, destination) < settings.outbox.shutdown_timeout);
 
@@ -385,9 +385,9 @@ TEST_CASE("an orderly stop lets every run in flight finish its call; nothing mor
   CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSED'") == "4");
   CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results WHERE outcome = 'success'") ==
         "4");
-  // The one claimed ahead was handed back unstarted, with the two never claimed.
+  // The two claimed ahead were handed back unstarted, with the one never claimed.
   CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PENDING' AND "
-                          "lease_token IS NULL AND attempts = 0") == "2");
+                          "lease_token IS NULL AND attempts = 0") == "3");
 }
 
 struct short_lock_timeout_fixture : engine_fixture {

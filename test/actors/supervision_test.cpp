@@ -361,6 +361,37 @@ TEST_CASE("an orderly stop finishes the call in flight, hands back unstarted cla
   CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results") == "1");
 }
 
+TEST_CASE("a destination's condition reads the response of an earlier one of the same event") {
+  truncate_all(db());
+  sink destination; // answers {"ok":true}
+  auto settings = test_settings(destination);
+  auto when_ok = [](bool ok) {
+    auto path = domain::json_path::parse("$.ok");
+    REQUIRE(path.ok());
+    return domain::condition{path.value(), domain::condition_operator::eq, ok, "sink"};
+  };
+  for (const auto& [name, ok] : {std::pair{"confirmed", true}, std::pair{"refuted", false}}) {
+    domain::destination d;
+    d.name = name;
+    d.routes.push_back({destination.url(), when_ok(ok), std::nullopt});
+    settings.http.destinations[name] = d;
+  }
+  settings.http.fanout["Chain"] = {"sink", "confirmed", "refuted"};
+  auto id = query_value(db(), "INSERT INTO outbox_events (aggregate_type, aggregate_id, "
+                              "event_type, payloads, idempotency_key) VALUES ('thing', 'c1', "
+                              "'Chain', '{\"sink\": {\"payload\": {}}, \"confirmed\": "
+                              "{\"payload\": {}}, \"refuted\": {\"payload\": {}}}', "
+                              "'chain-1') RETURNING id");
+  actors::engine eng(settings, {});
+  eng.start();
+  REQUIRE(eventually([&] { return event_status(id) == "PROCESSED"; }));
+  eng.stop();
+  CHECK(destination.answered() == 2);
+  CHECK(query_value(db(), "SELECT string_agg(destination || ' ' || outcome, ', ' ORDER BY id) "
+                          "FROM aggregate_results") ==
+        "sink success, confirmed success, refuted skipped");
+}
+
 TEST_CASE("an orderly stop lets every run in flight finish its call; nothing more is claimed") {
   truncate_all(db());
   sink destination;

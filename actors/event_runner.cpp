@@ -93,8 +93,7 @@ void fill_response(persistence::attempt_row& row, const client::call_result& r,
 
 event_runner::event_runner(const engine_context& ctx, std::string actor_name, call_driver& driver)
     : ctx_(ctx), name_(std::move(actor_name)), driver_(driver), rows_(*ctx_.db, name_, driver),
-      completions_(*ctx_.db, name_, driver),
-      responses_read_(domain::responses_read(ctx_.settings.http)), rng_(std::random_device{}()) {}
+      completions_(*ctx_.db, name_, driver), rng_(std::random_device{}()) {}
 
 domain::retry_budget event_runner::budget(domain::run_kind run,
                                           const std::string& destination) const {
@@ -354,8 +353,8 @@ task<void> event_runner::run_fanout(const persistence::claimed_event& e) {
     }
     co_await record(step.row);
     if (domain::is_done(step.outcome)) {
-      if (step.outcome == domain::attempt_outcome::success) // parsed only when a condition reads it
-        previous[name] = responses_read_.count(name) ? docs.parse(step.response_json) : nullptr;
+      if (step.outcome == domain::attempt_outcome::success)
+        previous[name] = docs.parse(step.response_json);
       continue;
     }
     failed = std::move(step);

@@ -22,7 +22,6 @@
 #include <optional>
 #include <pqxx/except>
 #include <random>
-#include <set>
 #include <string>
 
 namespace outboxd::actors {
@@ -182,7 +181,6 @@ private:
   call_driver& driver_;
   attempt_writer rows_;
   completion_writer completions_;
-  const std::set<std::string, std::less<>> responses_read_; // see domain::responses_read
   std::mt19937_64 rng_;
 };
 

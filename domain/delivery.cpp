@@ -222,15 +222,6 @@ bool condition_holds(const condition& c, const rapidjson::Value* payload,
   return false;
 }
 
-std::set<std::string, std::less<>> responses_read(const routing_table& table) {
-  std::set<std::string, std::less<>> out;
-  for (const auto& [name, d] : table.destinations)
-    for (const auto& r : d.routes)
-      if (r.when && r.when->previous_destination)
-        out.insert(*r.when->previous_destination);
-  return out;
-}
-
 route_choice choose_route(const destination& d, const rapidjson::Value* payload,
                           const previous_responses& previous) {
   for (const auto& r : d.routes)

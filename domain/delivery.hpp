@@ -11,7 +11,6 @@
 #include <map>
 #include <optional>
 #include <rapidjson/document.h>
-#include <set>
 #include <string>
 #include <string_view>
 
@@ -43,10 +42,6 @@ struct route_choice {
 /// does: `skip`, or `fail` when the destination is `required`.
 route_choice choose_route(const destination& d, const rapidjson::Value* payload,
                           const previous_responses& previous);
-
-/// The destinations whose stored responses some route's condition reads (`previousDestination`):
-/// only theirs need parsing for the destinations after them.
-std::set<std::string, std::less<>> responses_read(const routing_table& table);
 
 /// Percent-encodes `value` as one path segment: everything but unreserved characters
 /// (A-Z a-z 0-9 - _ . ~) is encoded, and a value of "." or ".." is encoded entirely, so a value

@@ -717,23 +717,3 @@ TEST_CASE("a claim is kept to what the processor runs in about 250 ms") {
   // A pace measured as zero does not divide by zero.
   CHECK(s.next(6, 6, 0ns) == 12);
 }
-
-TEST_CASE("responses_read names the destinations whose responses a condition reads") {
-  routing_table table;
-  destination a;
-  a.name = "a";
-  a.routes.push_back({"http://a", std::nullopt, std::nullopt});
-  destination b;
-  b.name = "b";
-  b.routes.push_back(
-      {"http://b1", make_condition("$.ok", condition_operator::eq, true, "a"), std::nullopt});
-  b.routes.push_back(
-      {"http://b2", make_condition("$.kind", condition_operator::exists, {}), std::nullopt});
-  destination c;
-  c.name = "c";
-  c.routes.push_back(
-      {"http://c", make_condition("$.id", condition_operator::exists, {}, "b"), std::nullopt});
-  table.destinations = {{"a", a}, {"b", b}, {"c", c}};
-  CHECK(responses_read(table) == std::set<std::string, std::less<>>{"a", "b"});
-  CHECK(responses_read(routing_table{}).empty());
-}

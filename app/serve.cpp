@@ -81,6 +81,22 @@ bool migrate_with_retry(const conf::settings& s) {
   }
 }
 
+// Pretty-printed JSON on one line: its line breaks and indentation go (a JSON string holds no raw
+// line break, so none is inside one).
+std::string one_line(std::string_view pretty) {
+  std::string out;
+  out.reserve(pretty.size());
+  for (std::size_t i = 0; i < pretty.size(); ++i) {
+    if (pretty[i] != '\n') {
+      out += pretty[i];
+      continue;
+    }
+    while (i + 1 < pretty.size() && pretty[i + 1] == ' ')
+      ++i;
+  }
+  return out;
+}
+
 } // namespace
 
 int migrate(const conf::settings& settings) {
@@ -94,7 +110,7 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
   // main thread alone receives them through sigwait.
   auto signals = shutdown_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  log::info("main", "outboxd starting with configuration:\n{}", effective_json);
+  log::info("main", "outboxd starting with configuration: {}", one_line(effective_json));
   for (const auto& warning : conf::start_up_warnings(settings))
     log::warn("main", "{}", warning);
 

@@ -4,6 +4,7 @@
 #include "conf/loader.hpp"
 
 #include "conf/json_values.hpp"
+#include "domain/json_parse.hpp"
 #include "domain/json_path.hpp"
 #include "domain/routing.hpp"
 #include "domain/secrets.hpp"
@@ -22,7 +23,6 @@
 #include <memory>
 #include <openssl/ssl.h>
 #include <rapidjson/document.h>
-#include <rapidjson/error/en.h>
 #include <rapidjson/prettywriter.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -44,6 +44,8 @@ using allocator = Document::AllocatorType;
 constexpr unsigned parse_flags = rapidjson::kParseCommentsFlag |
                                  rapidjson::kParseTrailingCommasFlag |
                                  rapidjson::kParseValidateEncodingFlag;
+/// A configuration, certificate or key file larger than this is refused unread.
+constexpr std::size_t max_file_bytes = std::size_t{16} << 20;
 constexpr std::string_view defaults_name = "application.json";
 constexpr std::string_view defaults_source = "built-in application.json";
 constexpr std::string_view base_url_reference = "${simulator.baseUrl}";
@@ -179,12 +181,11 @@ std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::
 
 bool parse_json(std::string_view text, std::string_view source, Document& doc,
                 std::vector<std::string>& errors) {
-  doc.Parse<parse_flags>(text.data(), text.size());
-  if (!doc.HasParseError())
+  auto error = domain::parse_json_bounded<parse_flags>(doc, text);
+  if (!error)
     return true;
-  auto [line, column] = line_and_column(text, doc.GetErrorOffset());
-  errors.push_back(fmt::format("{}:{}:{}: {}", source, line, column,
-                               rapidjson::GetParseError_En(doc.GetParseError())));
+  auto [line, column] = line_and_column(text, error->offset);
+  errors.push_back(fmt::format("{}:{}:{}: {}", source, line, column, error->message));
   return false;
 }
 
@@ -198,8 +199,13 @@ std::optional<std::string> read_file(const std::string& path, std::string& why) 
   std::string text;
   char buffer[1 << 16];
   std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, file.get())) > 0)
+  while ((n = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) {
     text.append(buffer, n);
+    if (text.size() > max_file_bytes) { // /dev/zero, or a log file named by mistake
+      why = fmt::format("larger than {} MiB", max_file_bytes >> 20);
+      return std::nullopt;
+    }
+  }
   if (std::ferror(file.get())) {
     why = std::strerror(errno);
     return std::nullopt;
@@ -328,8 +334,7 @@ override_target resolve(Value& root, const std::vector<std::string>& segments) {
 // Text that is not valid JSON is a string, so `--set admin.token=abc` needs no quotes.
 void set_json_or_string(Value& target, std::string_view text, allocator& alloc) {
   Document parsed;
-  parsed.Parse<parse_flags>(text.data(), text.size());
-  if (parsed.HasParseError())
+  if (domain::parse_json_bounded<parse_flags>(parsed, text))
     target.SetString(text.data(), static_cast<rapidjson::SizeType>(text.size()), alloc);
   else
     target.CopyFrom(parsed, alloc);

@@ -27,21 +27,13 @@ thread_local std::chrono::steady_clock::time_point request_started;
 
 /// The route of a request for metrics: segments holding a digit (ids) become {id}, so the label
 /// set stays small; requests no route matched share one label.
-std::string route_label(const httplib::Request& req, int status) {
-  if (status == 404 && req.matches.empty())
-    return "unmatched";
-  std::string out;
-  std::size_t start = 1;
-  while (start <= req.path.size()) {
-    auto end = req.path.find('/', start);
-    if (end == std::string::npos)
-      end = req.path.size();
-    auto segment = req.path.substr(start, end - start);
-    out += '/';
-    out += segment.find_first_of("0123456789") == std::string::npos ? segment : "{id}";
-    start = end + 1;
-  }
-  return out;
+// The method as a metric label: a client can send any token as a method, each one would be a
+// series of its own.
+std::string_view method_label(const std::string& method) {
+  for (std::string_view known : {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+    if (method == known)
+      return known;
+  return "other";
 }
 
 void add_gauges(std::string& out, const domain::outbox_stats& g) {
@@ -452,18 +444,25 @@ api_server::api_server(const conf::server_settings& settings, access_policy poli
     request_started = deferred_since().value_or(std::chrono::steady_clock::now());
   });
   listener_.native().set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    auto route = take_matched_route();
+    // A request the library refused before reading it whole (400, 413, 431) never started.
+    auto started = std::exchange(request_started, {});
     if (answer_deferred()) // logged when it is answered
       return;
-    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                  std::chrono::steady_clock::now() - request_started)
-                  .count();
-    metrics::global().http_requests.inc({{"method", req.method},
-                                         {"route", route_label(req, res.status)},
+    metrics::global().http_requests.inc({{"method", std::string(method_label(req.method))},
+                                         {"route", route.empty() ? "unmatched" : route},
                                          {"status", std::to_string(res.status)}});
     auto level = req.method == "GET" && res.status < 500 ? log::level::debug : log::level::info;
-    if (log::enabled(level))
-      log::write(level, "http",
-                 fmt::format("{} {} {} {:.1f}ms", req.method, req.path, res.status, us / 1000.0));
+    if (!log::enabled(level))
+      return;
+    auto took = started == std::chrono::steady_clock::time_point{}
+                    ? std::string("-")
+                    : fmt::format("{:.1f}ms", std::chrono::duration<double, std::milli>(
+                                                  std::chrono::steady_clock::now() - started)
+                                                  .count());
+    log::write(
+        level, "http",
+        fmt::format("{} {} {} {}", loggable(req.method), loggable(req.path), res.status, took));
   });
   install_routes();
 }

@@ -1,6 +1,7 @@
 // Request parsing and resource codecs. Field names are the camelCase column names.
 #include "http/json.hpp"
 
+#include "domain/json_parse.hpp"
 #include "domain/response_body.hpp"
 #include "http/errors.hpp"
 
@@ -8,7 +9,6 @@
 #include <cctype>
 #include <fmt/format.h>
 #include <httplib.h>
-#include <rapidjson/error/en.h>
 
 namespace outboxd::http {
 
@@ -49,14 +49,11 @@ std::optional<rapidjson::Document> parse_json_body(const httplib::Request& req, 
                     fmt::format("Content-Type must be application/json, got '{}'",
                                 req.get_header_value("Content-Type")));
   rapidjson::Document doc;
-  // Iterative parsing: a deeply nested body cannot exhaust the stack.
-  doc.Parse<rapidjson::kParseValidateEncodingFlag | rapidjson::kParseIterativeFlag>(
-      req.body.data(), req.body.size());
-  if (doc.HasParseError())
+  // Bounded depth: neither the parse nor any later walk of the body can exhaust a stack.
+  if (auto error = domain::parse_json_bounded<rapidjson::kParseValidateEncodingFlag>(doc, req.body))
     throw api_error(error_kind::malformed_json,
-                    fmt::format("request body is not valid JSON: {} at offset {}",
-                                rapidjson::GetParseError_En(doc.GetParseError()),
-                                doc.GetErrorOffset()));
+                    fmt::format("request body is not valid JSON: {} at offset {}", error->message,
+                                error->offset));
   return doc;
 }
 

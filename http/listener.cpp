@@ -106,6 +106,8 @@ std::unique_ptr<httplib::Server> make_server(const conf::server_settings& settin
   return server;
 }
 
+thread_local std::string matched_route;
+
 bool changes_state(const std::string& method) {
   return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
 }
@@ -187,23 +189,25 @@ listener::listener(const conf::server_settings& settings, std::string component,
     }
     return httplib::Server::HandlerResponse::Handled;
   });
-  s.set_exception_handler([this](const httplib::Request& req, httplib::Response& res,
-                                 std::exception_ptr ep) {
-    try {
-      std::rethrow_exception(ep);
-    } catch (const api_error& e) {
-      render_error(res, e.kind(), e.what(), e.details());
-      if (e.kind() == error_kind::unauthorized)
-        res.set_header("WWW-Authenticate", "Bearer realm=\"outboxd\"");
-    } catch (const domain::store_unavailable& e) {
-      log::warn(component_, "{} {}: database unavailable: {}", req.method, req.path, e.what());
-      render_error(res, error_kind::unavailable, "the database is unavailable; retry later");
-    } catch (const std::exception& e) {
-      auto id = res.get_header_value("X-Request-Id");
-      log::error(component_, "{} {} failed (request {}): {}", req.method, req.path, id, e.what());
-      render_error(res, error_kind::internal, "internal error; see the server log", {}, id);
-    }
-  });
+  s.set_exception_handler(
+      [this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        try {
+          std::rethrow_exception(ep);
+        } catch (const api_error& e) {
+          render_error(res, e.kind(), e.what(), e.details());
+          if (e.kind() == error_kind::unauthorized)
+            res.set_header("WWW-Authenticate", "Bearer realm=\"outboxd\"");
+        } catch (const domain::store_unavailable& e) {
+          log::warn(component_, "{} {}: database unavailable: {}", loggable(req.method),
+                    loggable(req.path), e.what());
+          render_error(res, error_kind::unavailable, "the database is unavailable; retry later");
+        } catch (const std::exception& e) {
+          auto id = res.get_header_value("X-Request-Id");
+          log::error(component_, "{} {} failed (request {}): {}", loggable(req.method),
+                     loggable(req.path), id, e.what());
+          render_error(res, error_kind::internal, "internal error; see the server log", {}, id);
+        }
+      });
   // Errors the library produces itself (no route, body too large) get the same JSON shape.
   s.set_error_handler(httplib::Server::HandlerWithResponse(
       [limit = settings_.max_body_bytes](const httplib::Request& req, httplib::Response& res) {
@@ -238,8 +242,9 @@ void listener::route(std::string_view method, std::string path, route_kind kind,
   auto& s = *server_;
   // The caller is checked before anything else, so one without the right learns nothing (not
   // even whether an id exists) and a forged request changes nothing.
-  auto handle = [this, needs, kind, run = std::move(route_handle)](const httplib::Request& req,
-                                                                   httplib::Response& res) {
+  auto handle = [this, needs, kind, run = std::move(route_handle),
+                 route_template = path](const httplib::Request& req, httplib::Response& res) {
+    matched_route = route_template;
     policy_.authorize(req, needs);
     if (changes_state(req.method))
       policy_.check_forgery(req, kind == route_kind::api);
@@ -301,6 +306,22 @@ void listener::stop() {
     server_->stop();
   if (thread_.joinable())
     thread_.join();
+}
+
+std::string loggable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    if (c > 0x20 && c < 0x7F)
+      out += static_cast<char>(c);
+    else
+      out += fmt::format("%{:02X}", c);
+  }
+  return out;
+}
+
+std::string take_matched_route() {
+  return std::exchange(matched_route, {});
 }
 
 } // namespace outboxd::http

@@ -101,4 +101,13 @@ private:
   int listen_fd_ = -1;
 };
 
+/// A request's method or (decoded) path as a log line shows it: spaces, control characters and
+/// bytes beyond ASCII percent-encoded, so that the path cannot fake the line's other fields.
+std::string loggable(std::string_view text);
+
+/// For the request logger: the template of the route the calling thread's last request was
+/// handed to ("/api/orders/{id}"), empty when it reached none; the call clears it. A label made of
+/// it, unlike one made of the path, has as many values as there are routes.
+std::string take_matched_route();
+
 } // namespace outboxd::http

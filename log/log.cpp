@@ -88,6 +88,40 @@ void append_json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// The message of a text line, kept on its line: a line break, another control character, or a
+// Unicode character that moves or breaks lines on a terminal (C1 controls, the line and paragraph
+// separators, the bidirectional overrides) is written as an escape, so no text from outside (a
+// request's path, a partner's answer, a library's multi-line error) can start a line of its own.
+void append_text(std::string& out, std::string_view s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r'))
+    s.remove_suffix(1);
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    auto next = [&](std::size_t k) {
+      return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0;
+    };
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02x}", c);
+    } else if (c == 0xC2 && next(1) >= 0x80 && next(1) <= 0x9F) { // U+0080-U+009F
+      out += fmt::format("\\u{:04x}", next(1));
+      i += 1;
+    } else if (c == 0xE2 && ((next(1) == 0x80 && next(2) >= 0xA8 && next(2) <= 0xAE) ||
+                             (next(1) == 0x81 && next(2) >= 0xA6 && next(2) <= 0xA9))) {
+      // U+2028-U+202E, U+2066-U+2069
+      out += fmt::format("\\u{:04x}", ((next(1) & 0x3F) << 6) | (next(2) & 0x3F) | 0x2000);
+      i += 2;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+}
+
 } // namespace
 
 void configure(level l, format f) {
@@ -113,7 +147,9 @@ void write(level l, std::string_view actor, std::string_view message) {
     append_json_string(line, message);
     line += "}\n";
   } else {
-    line = fmt::format("{} {:<5} [{}] {}\n", timestamp(), level_name(l), actor, message);
+    line = fmt::format("{} {:<5} [{}] ", timestamp(), level_name(l), actor);
+    append_text(line, message);
+    line += '\n';
   }
   // JSON lines go to stdout, where a container runtime's log collector reads records; text lines
   // go to stderr, beside the command line's own messages.

@@ -7,6 +7,7 @@
 #include "http/connection_gate.hpp"
 #include "http/errors.hpp"
 #include "http/json.hpp"
+#include "http/listener.hpp"
 #include "log/log.hpp"
 #include "simulator/body_template.hpp"
 #include "simulator/endpoints.hpp"
@@ -176,8 +177,8 @@ struct simulator::impl {
   }
 
   void log_call(const call& c, int status, std::string_view note) {
-    log::debug("simulator", "{} {} aggregate {} key {} -> {} {}", c.req.method, c.req.path,
-               c.view.aggregate, c.key.value_or("-"), status, note);
+    log::debug("simulator", "{} {} aggregate {} key {} -> {} {}", c.req.method,
+               http::loggable(c.req.path), c.view.aggregate, c.key.value_or("-"), status, note);
   }
 
   /// What a call carries from one run of its request to the next while its answer waits (the

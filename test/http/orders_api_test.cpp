@@ -529,6 +529,32 @@ TEST_CASE_FIXTURE(server_fixture, "GET /api/outbox/events by type alone pages th
   CHECK(query_value(db(), "SELECT count(*) FROM outbox_events") == "10050");
 }
 
+TEST_CASE_FIXTURE(server_fixture, "request counters have a bounded set of labels whatever the "
+                                  "requests say") {
+  // Methods nobody serves, and ids no route knows, each once: every one would be a new series
+  // if its label were the method or the path as sent.
+  const std::string not_found =
+      "outboxd_http_requests_total{method=\"GET\",route=\"/api/orders/{id}\",status=\"404\"} ";
+  auto count = [&](const std::string& metrics) {
+    auto at = metrics.find(not_found);
+    return at == std::string::npos ? 0 : std::stoi(metrics.substr(at + not_found.size()));
+  };
+  auto before = count(client->get("/metrics").body);
+  for (int i = 0; i < 20; ++i) {
+    raw_connection c(port);
+    c.send(fmt::format("X{}METHOD /api/orders HTTP/1.1\r\nHost: x\r\n\r\n", i));
+    CHECK(c.read_response(std::chrono::seconds(5)).status != 0);
+    CHECK(client->get(fmt::format("/api/orders/id-{}", std::string(i + 1, 'x'))).status == 404);
+  }
+  auto r = client->get("/metrics");
+  REQUIRE(r.status == 200);
+  CHECK(r.body.find("METHOD") == std::string::npos);
+  CHECK(r.body.find("id-x") == std::string::npos);
+  CHECK(r.body.find("outboxd_http_requests_total{method=\"other\",route=\"unmatched\"") !=
+        std::string::npos);
+  CHECK(count(r.body) == before + 20);
+}
+
 TEST_CASE_FIXTURE(server_fixture, "GET /metrics exposes request counters and database gauges") {
   create();
   add_dead_letter(*this, "FAILED");

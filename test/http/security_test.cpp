@@ -4,6 +4,7 @@
 // The database is never reached: a request that passes the checks gets a 503 from its handler,
 // so a 401, 403 or 415 proves the handler did not run.
 #include "http/auth.hpp"
+#include "http/listener.hpp"
 #include "test/http/served_server.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/raw_http.hpp"
@@ -312,4 +313,13 @@ TEST_CASE("a page of another site cannot change anything: forms, text bodies, fo
   auto read = send("GET", "/healthz", "Origin: https://evil.example\r\n");
   CHECK(read.status == 200);
   CHECK(read.head.find("Access-Control-Allow-Origin") == std::string::npos);
+}
+
+TEST_CASE("a request's method and path are logged with nothing that could fake the line's fields") {
+  // the text log escapes line breaks; the path's spaces would still fake "<status> <duration>"
+  CHECK(http::loggable("/api/orders/1\n2026 ERROR [dlq-processor-1] forged 404 0.7ms") ==
+        "/api/orders/1%0A2026%20ERROR%20[dlq-processor-1]%20forged%20404%200.7ms");
+  CHECK(http::loggable("/api/inventory/caf\xc3\xa9/release\x7f") ==
+        "/api/inventory/caf%C3%A9/release%7F");
+  CHECK(http::loggable("GET") == "GET");
 }

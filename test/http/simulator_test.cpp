@@ -704,7 +704,7 @@ TEST_CASE_FIXTURE(sim_fixture,
       {"POST", "/api/inventory/reserve", "", "application/json", 400, "empty"},
       {"POST", "/api/inventory/reserve", "{}", "text/plain", 415, "Content-Type"},
       {"POST", "/api/inventory/reserve", "[1, 2]", "application/json", 422, "JSON object"},
-      {"POST", "/api/inventory/reserve", deep, "application/json", 422, "JSON object"},
+      {"POST", "/api/inventory/reserve", deep, "application/json", 400, "nested deeper than 1000"},
       {"POST", "/api/inventory/reserve", R"({"items": [1]})", "application/json", 422,
        "items[0] must be an object, got 1"},
       {"POST", "/api/inventory/reserve", R"({"items": "x"})", "application/json", 422, "items"},
@@ -973,6 +973,37 @@ TEST_CASE_FIXTURE(sim_fixture, "an invalid config change is refused with 422 and
   auto detailed = client->put("/api/simulator/config",
                               R"({"services": {"billing.charge": {"failureRate": 2}}})");
   CHECK(detailed.str("/error/details/0/field") == "services.billing.charge.failureRate");
+}
+
+TEST_CASE_FIXTURE(sim_fixture,
+                  "a body nested 100 000 levels deep is refused with 400 on every route "
+                  "that reads one, and the simulator goes on serving") {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  struct deep_request {
+    const char* path;
+    std::string body;
+    headers extra;
+  };
+  const deep_request cases[] = {
+      {"/api/inventory/reserve", deep, {}},                           // echoed in the 422
+      {"/api/inventory/reserve", R"({"orderId": )" + deep + "}", {}}, // a wrong field's value
+      {"/api/inventory/reserve", R"({"orderId": 1, "extra": )" + deep + "}",
+       aggregate("1", "deep-1")},                                     // hashed for the key
+      {"/api/simulator/config", R"({"services": )" + deep + "}", {}}, // a knob patch
+  };
+  auto knobs = client->get("/api/simulator/config").body;
+  for (const auto& c : cases) {
+    CAPTURE(c.path);
+    auto r = std::string(c.path) == "/api/simulator/config" ? client->put(c.path, c.body, c.extra)
+                                                            : client->post(c.path, c.body, c.extra);
+    CHECK(r.status == 400);
+    CHECK(r.str("/error/code") == "malformed_json");
+    CHECK(r.str("/error/message").find("nested deeper than 1000 levels") != std::string::npos);
+  }
+  CHECK(client->get("/api/simulator/config").body == knobs);
+  CHECK(ledger_size() == 0);
+  CHECK(client->post("/api/inventory/reserve", R"({"orderId": 1})", aggregate("1", "deep-1"))
+            .status == 200);
 }
 
 TEST_CASE_FIXTURE(sim_fixture, "reset restores knobs and seed and empties the ledger and the key "

@@ -491,6 +491,23 @@ TEST_CASE("a missing configuration file is an error naming the path") {
   CHECK(r.effective_json.empty());
 }
 
+TEST_CASE("a configuration file that never ends or is too large is refused unread") {
+  load_options options;
+  options.config_path = "/dev/zero";
+  CHECK_ERROR(load(options), "cannot read configuration file /dev/zero: larger than 16 MiB");
+}
+
+TEST_CASE("a configuration nested deeper than 1000 levels is refused, not walked") {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  CHECK_ERROR(load_file("{\"outbox\": " + deep + "}"), ":1:1011: nested deeper than 1000 levels");
+  CHECK_SET_ERROR("outbox.poolSize=" + deep, "outbox.poolSize must be a number");
+  // 1000 levels are still JSON (here of the wrong type for the key)
+  const std::string thousand = std::string(999, '[') + std::string(999, ']');
+  auto r = load_file("{\"outbox\": " + thousand + "}");
+  CHECK_ERROR(r, "outbox must be an object");
+  CHECK_FALSE(has_error(r, "nested"));
+}
+
 TEST_CASE("a configuration file that is not a JSON object is refused") {
   CHECK_ERROR(load_file("[1, 2]"), "the configuration must be a JSON object, got [1,2]");
 }

@@ -59,6 +59,22 @@ TEST_CASE("log: without a holder a line is written at once") {
   CHECK(count(err.text(), "INFO  [processor-1] event 7 processed\n") == 1);
 }
 
+TEST_CASE("log: a text line stays one line whatever its message holds") {
+  captured_stderr err;
+  // a forged line in a request's path, a library's multi-line error, terminal controls
+  log::info("http", "POST /api/orders/1\n2026-12-04T14:22:30.000Z ERROR [dlq-processor-1] forged");
+  log::warn("db", "connection refused\n\tIs the server running?\n");
+  log::info("api",
+            "customer \x1b[2J\r\x7f \xc2\x85 \xe2\x80\xa8 \xe2\x80\xae \xe2\x81\xa9 caf\xc3\xa9");
+  auto text = err.text();
+  CHECK(count(text, "\n") == 3);
+  CHECK(count(text, "] POST /api/orders/1\\n2026-12-04T14:22:30.000Z ERROR [dlq-processor-1] "
+                    "forged\n") == 1);
+  CHECK(count(text, "] connection refused\\n\\tIs the server running?\n") == 1);
+  CHECK(count(text, "] customer \\x1b[2J\\r\\x7f \\u0085 \\u2028 \\u202e \\u2069 caf\xc3\xa9\n") ==
+        1);
+}
+
 TEST_CASE("log: a holder keeps its thread's lines until write_held or its end, in order") {
   captured_stderr err;
   {

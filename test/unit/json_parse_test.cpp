@@ -1,0 +1,52 @@
+// parse_json_bounded: the JSON others write, parsed with its depth bounded.
+#include "domain/json_parse.hpp"
+
+#include <doctest/doctest.h>
+#include <string>
+
+using namespace outboxd::domain;
+
+namespace {
+
+std::string nested(int depth) {
+  return std::string(depth, '[') + std::string(depth, ']');
+}
+
+} // namespace
+
+TEST_CASE("JSON up to the depth bound parses; one level more is refused where it starts") {
+  rapidjson::Document doc;
+  CHECK_FALSE(parse_json_bounded<0>(doc, nested(max_json_depth)));
+  CHECK(doc.IsArray());
+
+  auto error = parse_json_bounded<0>(doc, nested(max_json_depth + 1));
+  REQUIRE(error);
+  CHECK(error->message == "nested deeper than 1000 levels");
+  CHECK(error->offset == max_json_depth); // the bracket that opens level 1001
+  CHECK(doc.IsNull());
+
+  error = parse_json_bounded<0>(doc, R"({"a": {"b": [1]}})", 2);
+  REQUIRE(error);
+  CHECK(error->message == "nested deeper than 2 levels");
+  CHECK_FALSE(parse_json_bounded<0>(doc, R"({"a": {"b": 1}})", 2));
+  CHECK(doc["a"]["b"].GetInt() == 1);
+}
+
+TEST_CASE("a depth far beyond any stack is refused without recursing") {
+  rapidjson::Document doc;
+  auto error = parse_json_bounded<0>(doc, nested(1'000'000));
+  REQUIRE(error);
+  CHECK(error->message == "nested deeper than 1000 levels");
+}
+
+TEST_CASE("a syntax error reads as rapidjson's, at its offset, and the flags are passed on") {
+  rapidjson::Document doc;
+  auto error = parse_json_bounded<0>(doc, R"({"a": 1,})");
+  REQUIRE(error);
+  CHECK(error->message == "Missing a name for object member.");
+  CHECK(error->offset == 8);
+  CHECK_FALSE(parse_json_bounded<rapidjson::kParseTrailingCommasFlag>(doc, R"({"a": 1,})"));
+  CHECK(doc["a"].GetInt() == 1);
+  CHECK(parse_json_bounded<rapidjson::kParseValidateEncodingFlag>(doc, "\"\xff\""));
+  CHECK(parse_json_bounded<0>(doc, ""));
+}

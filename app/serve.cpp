@@ -145,7 +145,10 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
                                      : fmt::format("schema at version {}, expected {}", version,
                                                    persistence::latest_migration_version()));
     } catch (const domain::store_unavailable& e) {
-      report.checks.emplace_back("database", e.what());
+      // The probe is open to anyone: libpq's text (the host, port or socket, the user) stays in
+      // the log.
+      log::debug("http", "readiness: {}", e.what());
+      report.checks.emplace_back("database", "unreachable");
     }
     report.checks.emplace_back("listener", engine.listening() ? "ok" : "not connected");
     return report;

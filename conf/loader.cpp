@@ -1445,16 +1445,37 @@ private:
 };
 
 // Replaces the value of each `password` in a libpq key=value string (quoted values included).
+// `%XX` escapes decoded (a malformed one kept as it is).
+std::string percent_decoded(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    unsigned value = 0;
+    if (text[i] == '%' && i + 2 < text.size() &&
+        std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16).ptr ==
+            text.data() + i + 3) {
+      out += static_cast<char>(value);
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
 std::string mask_key_value_password(std::string_view text) {
   std::string out;
   std::size_t i = 0;
   while (i < text.size()) {
     bool word_start = i == 0 || std::isspace(static_cast<unsigned char>(text[i - 1]));
-    if (!word_start || text.substr(i, 8) != "password") {
+    std::size_t keyword = !word_start                           ? 0
+                          : text.substr(i, 11) == "sslpassword" ? 11
+                          : text.substr(i, 8) == "password"     ? 8
+                                                                : 0;
+    if (keyword == 0) {
       out.push_back(text[i++]);
       continue;
     }
-    std::size_t j = i + 8;
+    std::size_t j = i + keyword;
     while (j < text.size() && text[j] == ' ')
       ++j;
     if (j >= text.size() || text[j] != '=') {
@@ -1547,18 +1568,26 @@ std::string mask_database_url(std::string_view url) {
     if (colon != std::string::npos && colon < at && colon + 1 < at)
       out.replace(colon + 1, at - colon - 1, "***");
   }
-  // libpq also takes the password as a query parameter.
-  if (auto query = out.find('?'); query != std::string::npos) {
-    for (auto pos = out.find("password=", query); pos != std::string::npos;
-         pos = out.find("password=", pos + 1)) {
-      if (out[pos - 1] != '?' && out[pos - 1] != '&')
-        continue;
-      auto value = pos + 9;
-      auto end = out.find('&', value);
-      out.replace(value, (end == std::string::npos ? out.size() : end) - value, "***");
-    }
+  // libpq also takes the password (and the client key's, sslpassword) as a query parameter,
+  // whose name it percent-decodes like the value.
+  auto query = out.find('?');
+  if (query == std::string::npos)
+    return out;
+  std::string masked = out.substr(0, query + 1);
+  for (std::size_t start = query + 1; start <= out.size();) {
+    auto end = std::min(out.find('&', start), out.size());
+    auto param = std::string_view(out).substr(start, end - start);
+    auto equals = param.find('=');
+    auto name = percent_decoded(param.substr(0, equals));
+    if (equals != std::string_view::npos && (name == "password" || name == "sslpassword"))
+      masked.append(param.substr(0, equals + 1)).append("***");
+    else
+      masked.append(param);
+    if (end < out.size())
+      masked += '&';
+    start = end + 1;
   }
-  return out;
+  return masked;
 }
 
 bool is_loopback_host(std::string_view host) {

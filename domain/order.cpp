@@ -163,8 +163,11 @@ void validate_amount(const rapidjson::Value& body, new_order& out, field_errors&
     return;
   }
   double rounded = std::round(scaled);
-  // Doubles cannot hold 0.1 exactly: accept what is within rounding noise of whole cents.
-  if (std::fabs(scaled - rounded) > 1e-6 + 1e-9 * scaled) {
+  // Doubles cannot hold 0.1 exactly: a literal of at most two decimals parses to the double
+  // nearest to it, which is rounded / 100 give or take the parser's last bits. A tolerance in
+  // units of the amount's last place, unlike one in cents, keeps 1234567.891 from passing.
+  double ulp = std::nextafter(amount, HUGE_VAL) - amount;
+  if (std::fabs(amount - rounded / 100.0) > 4 * ulp) {
     errors.push_back(
         {"totalAmount", fmt::format("must have at most 2 decimal places, got {}", amount)});
     return;

@@ -76,6 +76,7 @@ struct gate_run {
   std::shared_ptr<void> resumed;              // the state of a resumed run
   std::optional<clock::time_point> first_run; // when a resumed request first ran
   bool deferred = false;                      // the handler deferred its answer
+  bool close = false;                         // the connection ends after this answer
   milliseconds delay{0};
   std::shared_ptr<void> state;
 };
@@ -255,6 +256,11 @@ bool answer_deferred() {
 
 std::optional<clock::time_point> deferred_since() {
   return current_run ? current_run->first_run : std::nullopt;
+}
+
+void close_after_answer() {
+  if (current_run)
+    current_run->close = true;
 }
 
 connection_gate::connection_gate(gate_limits limits, process run, std::string component,
@@ -491,7 +497,9 @@ void connection_gate::try_dispatch(connection& c, bool quick_allowed) {
                               limits_.max_body_bytes),
                   "too_large");
   case kind::malformed:
-    return refuse(c, 400, "malformed HTTP request (its body length cannot be told)", "malformed");
+    return refuse(c, 400,
+                  "malformed HTTP request (a header field or the body's length cannot be read)",
+                  "malformed");
   case kind::complete:
     break;
   }
@@ -630,7 +638,7 @@ connection_gate::run_outcome connection_gate::run_once(ready_request& r, std::st
     return {true, run.delay, false};
   }
   c.buffer.erase(0, r.length);
-  return {false, {}, close || closed || stream.failed()};
+  return {false, {}, close || closed || run.close || stream.failed()};
 }
 
 void connection_gate::serve(ready_request r) {

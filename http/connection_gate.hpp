@@ -59,6 +59,11 @@ bool answer_deferred();
 /// When the request running on this thread first started, if this run is a resumption of it.
 std::optional<std::chrono::steady_clock::time_point> deferred_since();
 
+/// For an error handler: close the connection of the request running on this thread once its
+/// answer is sent (after a request that could not be read, whatever follows it on the connection
+/// cannot be trusted to start a request). Does nothing outside a gate.
+void close_after_answer();
+
 struct gate_limits {
   std::chrono::milliseconds request_timeout{10000};
   std::chrono::milliseconds keep_alive_timeout{5000};

@@ -220,9 +220,10 @@ listener::listener(const conf::server_settings& settings, std::string component,
         else if (res.status == 404)
           render_error(res, error_kind::not_found,
                        fmt::format("no route for {} {}", req.method, req.path));
-        else if (res.status == 400)
+        else if (res.status == 400) {
           render_error(res, error_kind::bad_request, "malformed HTTP request");
-        else
+          close_after_answer();
+        } else
           return httplib::Server::HandlerResponse::Unhandled;
         return httplib::Server::HandlerResponse::Handled;
       }));

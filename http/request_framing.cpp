@@ -21,6 +21,11 @@ bool iequals(std::string_view a, std::string_view b) {
          });
 }
 
+bool is_token_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) ||
+         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
     s.remove_prefix(1);
@@ -96,10 +101,16 @@ request_frame frame_request(std::string_view bytes, std::size_t max_header_bytes
     auto line_end = bytes.find(crlf, line_start);
     auto line = bytes.substr(line_start, line_end - line_start);
     line_start = line_end + crlf.size();
+    // A field is a token, a colon and its value (RFC 9112 5.1): a line without a colon, a folded
+    // line, or a name with a space before the colon ("Content-Length : 5") is refused, since
+    // the library would skip it or read another name, and frame the body differently from a
+    // proxy in front.
     auto colon = line.find(':');
-    if (colon == std::string_view::npos)
-      continue; // httplib answers 400 for it
+    if (colon == std::string_view::npos || colon == 0)
+      return {kind::malformed};
     auto name = line.substr(0, colon);
+    if (!std::all_of(name.begin(), name.end(), is_token_char))
+      return {kind::malformed};
     auto value = trim(line.substr(colon + 1));
     if (iequals(name, "Content-Length")) {
       auto length = parse_length(value);

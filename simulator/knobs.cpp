@@ -5,12 +5,24 @@
 #include "conf/json_values.hpp"
 
 #include <algorithm>
+#include <ctime>
 #include <fmt/format.h>
 #include <limits>
 #include <optional>
 
 namespace outboxd::simulator {
 namespace {
+
+/// An HTTP-date in its one current form (IMF-fixdate, RFC 9110 5.6.7): "Wed, 21 Oct 2015 07:28:00
+/// GMT", which a client reading Retry-After must understand.
+bool is_http_date(std::string_view text) {
+  if (text.size() != 29 || text.substr(25) != " GMT")
+    return false;
+  std::string copy(text);
+  std::tm tm{};
+  const char* end = ::strptime(copy.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return end == copy.c_str() + copy.size();
+}
 
 using conf::integer_of;
 using conf::show;
@@ -110,11 +122,11 @@ std::vector<std::string> apply_knob_patch(const rapidjson::Value& patch, service
       knobs.retry_after = std::monostate{};
     else if (i && *i >= 0)
       knobs.retry_after = *i;
-    else if (v->IsString() && v->GetStringLength() > 0)
+    else if (v->IsString() && is_http_date(string_of(*v)))
       knobs.retry_after = std::string(string_of(*v));
     else
       r.fail(fmt::format("{} must be null, a non-negative number of seconds or an HTTP-date "
-                         "string, got {}",
+                         "string such as \"Wed, 21 Oct 2015 07:28:00 GMT\", got {}",
                          r.path("retryAfter"), show(*v)));
   }
   if (const Value* v = r.get("latencyMs")) {

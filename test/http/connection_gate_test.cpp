@@ -290,6 +290,42 @@ TEST_CASE("framing limits are answered at once: 413, 431, 400, and the connectio
   }
 }
 
+TEST_CASE("a request that cannot be read gets 400 and ends its connection: nothing pipelined "
+          "behind it runs") {
+  std::atomic<int> echoed{0}; // requests /echo ran
+  conf::server_settings s;
+  s.port = 0;
+  s.threads = 1;
+  http::listener l(s, "test");
+  l.route("POST", "/echo", http::route_kind::api, http::access::open,
+          [&](const httplib::Request&, httplib::Response& res) {
+            ++echoed;
+            res.set_content("{}", "application/json");
+          });
+  int port = l.bind(0);
+  l.start();
+  const std::string smuggled =
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 2\r\n\r\n{}";
+  const std::string unreadable[] = {
+      // a space before the colon: the library would not take it for the body's length
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length : " + std::to_string(smuggled.size()) +
+          "\r\n\r\n" + smuggled,
+      // a request line the library refuses, asking to close: it must close anyway
+      "GET / HTTP/9.9\r\nHost: x\r\nConnection: close\r\n\r\n" + smuggled,
+      "G\x01T / HTTP/1.1\r\nHost: x\r\n\r\n" + smuggled,
+  };
+  for (const auto& bytes : unreadable) {
+    CAPTURE(bytes.substr(0, 40));
+    raw_connection c(port);
+    c.send(bytes);
+    CHECK(c.read_response(answered).status == 400);
+    CHECK(c.closed_within(answered));
+  }
+  CHECK(echoed == 0);
+  l.stop();
+}
+
 TEST_CASE("pipelined requests, Expect: 100-continue and chunked bodies are served") {
   gate_fixture f(2);
   raw_connection c(f.port);

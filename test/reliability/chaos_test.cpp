@@ -161,7 +161,10 @@ TEST_CASE("database restart: fast and immediate shutdowns mid-run; intake answer
     CHECK_MESSAGE(r.status == 503, r.body);
     CHECK(r.str("/error/code") != "");
     CHECK(took < 15s);
-    CHECK(probe.get("/readyz").status == 503);
+    auto ready = probe.get("/readyz");
+    CHECK(ready.status == 503);
+    CHECK(ready.str("/checks/database") == "unreachable"); // not libpq's text: socket, user
+    CHECK(ready.body.find("PGSQL") == std::string::npos);
     observed.push_back(
         fmt::format("{} shutdown: intake answered {} in {} ms", mode, r.status, took.count()));
     std::this_thread::sleep_for(2s);

@@ -885,7 +885,8 @@ TEST_CASE("simulator knobs are range checked") {
                   "simulator.services.billing.charge.failureStatus must be an integer, got 503.5");
   CHECK_SET_ERROR(knob + "retryAfter=-1",
                   "simulator.services.billing.charge.retryAfter must be null, a non-negative "
-                  "number of seconds or an HTTP-date string, got -1");
+                  "number of seconds or an HTTP-date string such as \"Wed, 21 Oct 2015 "
+                  "07:28:00 GMT\", got -1");
   CHECK_ERROR(load_file(R"({"simulator": {"services": {"billing.charge": {"retryAfter": ""}}}})"),
               "simulator.services.billing.charge.retryAfter must be null");
   CHECK_SET_ERROR(knob + "latencyMs=[5, 1]",
@@ -994,6 +995,14 @@ TEST_CASE("mask_database_url hides passwords in URLs and key=value strings") {
   CHECK(mask_database_url("host=x password=secret user=u") == "host=x password=*** user=u");
   CHECK(mask_database_url("password = 'se cret' host=x") == "password = *** host=x");
   CHECK(mask_database_url("host=x user=u") == "host=x user=u");
+  // the client key's password, and a parameter name written with escapes (libpq decodes it)
+  CHECK(mask_database_url("postgresql://u@h/db?sslpassword=k3y&sslmode=verify-full") ==
+        "postgresql://u@h/db?sslpassword=***&sslmode=verify-full");
+  CHECK(mask_database_url("postgresql://u@h/db?pass%77ord=s3cret&x=%zz") ==
+        "postgresql://u@h/db?pass%77ord=***&x=%zz");
+  CHECK(mask_database_url("postgresql://u@h/db?mypassword=x&password") ==
+        "postgresql://u@h/db?mypassword=x&password");
+  CHECK(mask_database_url("host=/tmp sslpassword=k3y") == "host=/tmp sslpassword=***");
   CHECK(mask_database_url("") == "");
 }
 

@@ -92,6 +92,29 @@ TEST_CASE("zero, negative, sub-cent and fractional-cent amounts are refused") {
               "totalAmount", "2 decimal places"));
 }
 
+TEST_CASE("a third decimal is refused at every magnitude, and every two-decimal amount is exact") {
+  for (const char* amount : {"1234567.891", "5000000.005", "9999999.999", "123456789.011",
+                             "9999999999.991", "100000000.5001"}) {
+    CAPTURE(amount);
+    auto body =
+        std::string(R"({"customerId":"C","shippingType":"domestic","totalAmount":)") + amount + "}";
+    CHECK(names(errors_of(body.c_str()), "totalAmount", "2 decimal places"));
+  }
+  // Whole ranges of cents at small and at the largest magnitudes, as a client writes them.
+  for (std::int64_t base : {std::int64_t{0}, std::int64_t{123456700}, std::int64_t{99999900000},
+                            max_amount_cents - 20000}) {
+    for (std::int64_t cents = base + 1; cents <= base + 20000; ++cents) {
+      auto body = std::string(R"({"customerId":"C","shippingType":"domestic","totalAmount":)") +
+                  std::to_string(cents / 100) + "." + (cents % 100 < 10 ? "0" : "") +
+                  std::to_string(cents % 100) + "}";
+      auto d = parse(body.c_str());
+      auto r = validate_new_order(d);
+      REQUIRE_MESSAGE(std::holds_alternative<new_order>(r), body);
+      REQUIRE(std::get<new_order>(r).total_amount.cents == cents);
+    }
+  }
+}
+
 TEST_CASE("unknown shipping types, bad currencies and unknown fields are refused") {
   auto e = errors_of(
       R"({"customerId":"C","totalAmount":1,"shippingType":"express","currency":"usd","colour":"red"})");

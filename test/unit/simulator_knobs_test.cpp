@@ -69,9 +69,17 @@ TEST_CASE("every knob field is range checked with a message naming the field and
        "services.billing.charge.failureStatus must be between 400 and 599, got 200"},
       {R"({"failureStatus": 503.5})",
        "services.billing.charge.failureStatus must be an integer, got 503.5"},
-      {R"({"retryAfter": -1})", "services.billing.charge.retryAfter must be null, a non-negative "
-                                "number of seconds or an HTTP-date string, got -1"},
+      {R"({"retryAfter": -1})",
+       "services.billing.charge.retryAfter must be null, a non-negative "
+       "number of seconds or an HTTP-date string such as \"Wed, 21 Oct 2015 "
+       "07:28:00 GMT\", got -1"},
       {R"({"retryAfter": ""})", "services.billing.charge.retryAfter must be null"},
+      {R"({"retryAfter": "x"})", "services.billing.charge.retryAfter must be null"},
+      {R"({"retryAfter": "5\r\nSet-Cookie: a=1"})", "services.billing.charge.retryAfter must be"},
+      {R"({"retryAfter": "Wed, 21 Oct 2015 07:28:00 UTC"})",
+       "services.billing.charge.retryAfter must be"},
+      {R"({"retryAfter": "Wed, 32 Oct 2015 07:28:00 GMT"})",
+       "services.billing.charge.retryAfter must be"},
       {R"({"retryAfter": true})", "services.billing.charge.retryAfter must be null"},
       {R"({"latencyMs": [5, 1]})",
        "services.billing.charge.latencyMs must be a number of milliseconds or [min, max] with 0 "

@@ -58,6 +58,8 @@ constexpr int max_events = 256;
 constexpr milliseconds tick{100};
 constexpr milliseconds accept_pause{100}; // after running out of file descriptors
 constexpr std::size_t requests_per_connection = 100000;
+/// A request still arriving after this long may be shed when the connection caps are reached.
+constexpr milliseconds slow_request{1000};
 // When the request first in line for a worker has waited longer, a new request gets a 503 at
 // once. (Not a count: a deferred answer's runs are short, and a thousand of them may fall due
 // together; the line is bounded by the connections anyway, each with one request at a time.)
@@ -428,20 +430,33 @@ bool connection_gate::make_room(const std::string& client) {
   bool all_full = static_cast<int>(connections_.size()) >= limits_.max_connections;
   if (!client_full && !all_full)
     return true;
-  // Shed the connection that has waited longest without a request: of this client when it is
-  // the client's cap that is reached.
-  connection* oldest = nullptr;
-  for (auto& [fd, c] : connections_)
-    if (!c->with_worker && !c->since && (!client_full || c->client == client) &&
-        (!oldest || c->idle_since < oldest->idle_since))
-      oldest = c.get();
-  if (!oldest) {
+  // Shed the connection that has waited longest without a request, else the one whose request
+  // has been arriving longest (for at least slow_request): of this client when it is the
+  // client's cap that is reached. Clients that dribble their requests to fill the caps then make
+  // room for everyone else instead of keeping them out until their request timeout.
+  auto now = clock::now();
+  connection* idle = nullptr;
+  connection* slow = nullptr;
+  for (auto& [fd, c] : connections_) {
+    if (c->with_worker || (client_full && c->client != client))
+      continue;
+    if (!c->since && (!idle || c->idle_since < idle->idle_since))
+      idle = c.get();
+    if (c->since && now - *c->since >= slow_request && (!slow || *c->since < *slow->since))
+      slow = c.get();
+  }
+  connection* shed = idle ? idle : slow;
+  if (!shed) {
     metrics::global().http_connections_refused.inc(
         {{"reason", client_full ? "client_cap" : "busy"}});
     return false;
   }
-  metrics::global().http_connections_refused.inc({{"reason", "idle_shed"}});
-  close_connection(*oldest);
+  metrics::global().http_connections_refused.inc({{"reason", idle ? "idle_shed" : "slow_shed"}});
+  if (!idle)
+    log::debug(component_, "{}:{}: shed to make room (its request has been arriving for {} ms)",
+               shed->client, shed->client_port,
+               std::chrono::duration_cast<milliseconds>(now - *shed->since).count());
+  close_connection(*shed);
   return true;
 }
 

@@ -27,12 +27,13 @@ namespace {
 constexpr auto answered = 3000ms;
 
 struct gate_fixture {
-  explicit gate_fixture(int threads = 1, int max_connections = 100, int per_client = 100) {
+  explicit gate_fixture(int threads = 1, int max_connections = 100, int per_client = 100,
+                        std::chrono::milliseconds request_timeout = 1500ms) {
     conf::server_settings s;
     s.port = 0;
     s.threads = threads;
     s.max_body_bytes = 1000;
-    s.request_timeout = 1500ms;
+    s.request_timeout = request_timeout;
     s.keep_alive_timeout = 1500ms;
     s.max_connections = max_connections;
     s.max_connections_per_client = per_client;
@@ -266,6 +267,31 @@ TEST_CASE("over the connection cap the longest-idle connection makes room") {
   CHECK(r.status == 503);
   CHECK(r.head.find("Retry-After: 1") != std::string::npos);
   CHECK(r.body.find(R"("code":"unavailable")") != std::string::npos);
+}
+
+TEST_CASE("over the connection cap, with none idle, the request arriving longest (over a second) "
+          "makes room") {
+  gate_fixture f(1, 5, 5, 10s);
+  std::vector<std::unique_ptr<dribblers>> slow; // one after another: their requests start apart
+  for (int i = 0; i < 5; ++i) {
+    slow.push_back(std::make_unique<dribblers>(f.port, 1));
+    std::this_thread::sleep_for(30ms);
+  }
+  std::this_thread::sleep_for(100ms); // the gate has read their first bytes
+  // Requests less than a second on their way are not shed: a newcomer gets 503.
+  raw_connection early(f.port);
+  early.send(f.get());
+  CHECK(early.read_response(answered).status == 503);
+  std::this_thread::sleep_for(1100ms);
+  for (auto& d : slow)
+    d->dribble();
+  for (int i = 0; i < 3; ++i) {
+    raw_connection c(f.port);
+    c.send(f.get());
+    CHECK(c.read_response(answered).status == 200);
+  }
+  CHECK(slow.front()->conns.front()->closed_within(answered)); // the first to start went first
+  CHECK_FALSE(slow.back()->conns.front()->closed_within(100ms));
 }
 
 TEST_CASE("framing limits are answered at once: 413, 431, 400, and the connection closed") {

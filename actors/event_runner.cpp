@@ -251,7 +251,7 @@ void event_runner::carry_out(const persistence::claimed_event& e, const domain::
     if (!repo()->retry(e, next.delay, error))
       return lease_lost(e, "retry");
     m().events_retried.inc({{"event_type", e.event_type}});
-    log::info(name_, "event {} {} {} {}: retry {} in {}ms ({}{})", e.id, e.event_type,
+    log::warn(name_, "event {} {} {} {}: retry {} in {}ms ({}{})", e.id, e.event_type,
               e.aggregate_type, e.aggregate_id, attempt, next.delay.count(), error,
               retry_after_given ? ", Retry-After" : "");
     return;

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
+#include <libpq-fe.h>
 #include <limits>
 #include <memory>
 #include <openssl/ssl.h>
@@ -187,6 +188,37 @@ bool parse_json(std::string_view text, std::string_view source, Document& doc,
   auto [line, column] = line_and_column(text, error->offset);
   errors.push_back(fmt::format("{}:{}:{}: {}", source, line, column, error->message));
   return false;
+}
+
+// Why libpq would refuse `url` as a connection string (a postgresql:// URI or key=value pairs),
+// with the string's password masked wherever libpq quotes it; nullopt when it parses (or is empty:
+// the PG* variables then say where the database is).
+std::optional<std::string> connection_string_problem(const std::string& url) {
+  if (url.empty())
+    return std::nullopt;
+  char* error = nullptr;
+  PQconninfoOption* options = ::PQconninfoParse(url.c_str(), &error);
+  if (options) {
+    ::PQconninfoFree(options);
+    return std::nullopt;
+  }
+  std::string why = error ? error : "out of memory";
+  ::PQfreemem(error);
+  while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back())))
+    why.pop_back();
+  auto replace_all = [&](const std::string& secret, const std::string& shown) {
+    for (auto at = why.find(secret); !secret.empty() && at != std::string::npos;
+         at = why.find(secret, at + shown.size()))
+      why.replace(at, secret.size(), shown);
+  };
+  replace_all(url, mask_database_url(url));
+  // user:password@ of a URI libpq could not read further
+  auto scheme = url.find("://");
+  auto at = url.find('@', scheme == std::string::npos ? 0 : scheme + 3);
+  auto colon = scheme == std::string::npos ? std::string::npos : url.find(':', scheme + 3);
+  if (at != std::string::npos && colon != std::string::npos && colon < at)
+    replace_all(url.substr(colon + 1, at - colon - 1), "***");
+  return why;
 }
 
 std::optional<std::string> read_file(const std::string& path, std::string& why) {
@@ -996,6 +1028,9 @@ private:
 
   void read_database(object_reader& o, database_settings& s) {
     string(o, "url", s.url);
+    if (auto problem = connection_string_problem(s.url))
+      fail(fmt::format("{} (or DATABASE_URL) is not a connection string libpq accepts: {}",
+                       o.path("url"), *problem));
     integer(o, "poolSize", s.pool_size, 1, 1000);
     duration(o, "connectTimeout", s.connect_timeout, true);
     duration(o, "startupTimeout", s.startup_timeout, false);

@@ -11,6 +11,7 @@ set -euo pipefail
 build_packages=(
   g++ cmake ninja-build pkg-config make
   libcaf-dev libpqxx-dev libcpp-httplib-dev rapidjson-dev libfmt-dev doctest-dev
+  libpq-dev            # conf/ checks database.url with libpq's own parser
   libcurl4-openssl-dev # the outgoing client (client/)
   openssl              # test/client makes its test CA and certificates with it
 )

@@ -598,6 +598,29 @@ TEST_CASE("database settings are checked") {
   CHECK_SET_ERROR("database.migrationLockTimeout=0", "database.migrationLockTimeout must be > 0");
 }
 
+TEST_CASE("a database URL libpq cannot read is a configuration error, its password masked") {
+  auto url_error = [](const std::string& url) {
+    auto r = load_with({}, {{"DATABASE_URL", url}});
+    INFO(all_errors(r));
+    CHECK_FALSE(r.value.has_value());
+    return all_errors(r);
+  };
+  auto typo = url_error("postgresq://x@@:/");
+  CHECK(typo.find("database.url (or DATABASE_URL) is not a connection string libpq accepts: "
+                  "missing \"=\" after \"postgresq://x@@:/\"") != std::string::npos);
+  auto quoted = url_error("postgresq://app:S3cr3t@db/outboxd");
+  CHECK(quoted.find("app:***@db") != std::string::npos);
+  CHECK(quoted.find("S3cr3t") == std::string::npos);
+  auto pairs = url_error("host=db password=S3cr3t dbname");
+  CHECK(pairs.find("missing \"=\" after \"dbname\"") != std::string::npos);
+  CHECK(pairs.find("S3cr3t") == std::string::npos);
+  CHECK(url_error("postgresql://u@db/outboxd?nosuch=1").find("invalid URI query parameter") !=
+        std::string::npos);
+  for (const char* good : {"postgresql://u:p@db:5432/outboxd?sslmode=require",
+                           "host=/tmp port=5432 dbname=outboxd", ""})
+    CHECK(load_with({}, {{"DATABASE_URL", good}}).value.has_value());
+}
+
 TEST_CASE("outbox settings are checked") {
   CHECK_SET_ERROR("outbox.poolSize=0", "outbox.poolSize must be > 0, got 0");
   CHECK_SET_ERROR("outbox.poolSize=257", "outbox.poolSize must be between 1 and 256, got 257");

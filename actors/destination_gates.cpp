@@ -140,7 +140,7 @@ destination_gates::finish(gate& g, bool probe, std::optional<domain::attempt_out
   lock.unlock();
   metrics::global().breaker_transitions.inc({{"destination", g.name}, {"state", to}});
   if (*changed == domain::breaker_state::closed)
-    log::info("breaker", "destination {}: circuit closed, the probe succeeded; calls resume",
+    log::info("breaker", "destination {}: circuit closed, the probe was answered; calls resume",
               g.name);
   else if (probe)
     log::warn("breaker", "destination {}: circuit open again for {}, the probe failed", g.name,

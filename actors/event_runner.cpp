@@ -521,8 +521,8 @@ task<void> event_runner::run_cancellation(const persistence::claimed_event& e) {
     }
     m().events_processed.inc(type);
     m().compensations.inc({{"kind", "cancellation"}, {"outcome", "reverted"}});
-    log::info(name_, "event {} {} {} {}: cancellation complete, {} step(s) reverted", e.id,
-              e.event_type, e.aggregate_type, e.aggregate_id, result.reverted);
+    log::info(name_, "event {} {} {} {}: cancellation complete, {} step(s) reverted in this run",
+              e.id, e.event_type, e.aggregate_type, e.aggregate_id, result.reverted);
     co_return;
   }
   carry_out(e,
@@ -683,8 +683,8 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
     auto outcome = domain::classify(req.method, result.status);
     fill_response(row, result, outcome, domain::credential_values(dest->second.headers));
     co_await record(row);
-    log::info(name_, "event {} {} revert {} {} {} {} {}ms attempt {}", original_event_id,
-              aggregate_id, step.destination, req.method, req.url,
+    log::info(name_, "event {} aggregate {}: revert {} {} {} -> {} {}ms (attempt {})",
+              original_event_id, aggregate_id, step.destination, req.method, req.url,
               result.status ? std::to_string(*result.status) : result.error,
               result.duration.count(), attempt);
     if (outcome != domain::attempt_outcome::success) {

@@ -450,9 +450,12 @@ api_server::api_server(const conf::server_settings& settings, access_policy poli
     if (answer_deferred()) // logged when it is answered
       return;
     metrics::global().http_requests.inc({{"method", std::string(method_label(req.method))},
-                                         {"route", route.empty() ? "unmatched" : route},
+                                         {"route", route.path.empty() ? "unmatched" : route.path},
                                          {"status", std::to_string(res.status)}});
-    auto level = req.method == "GET" && res.status < 500 ? log::level::debug : log::level::info;
+    // A simulated partner's calls are the engine's own calls, logged by the processor that made
+    // them; reads change nothing.
+    bool quiet = req.method == "GET" || route.kind == route_kind::simulated_service;
+    auto level = quiet && res.status < 500 ? log::level::debug : log::level::info;
     if (!log::enabled(level))
       return;
     auto took = started == std::chrono::steady_clock::time_point{}

@@ -106,7 +106,7 @@ std::unique_ptr<httplib::Server> make_server(const conf::server_settings& settin
   return server;
 }
 
-thread_local std::string matched_route;
+thread_local matched_route last_route;
 
 bool changes_state(const std::string& method) {
   return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
@@ -245,7 +245,7 @@ void listener::route(std::string_view method, std::string path, route_kind kind,
   // even whether an id exists) and a forged request changes nothing.
   auto handle = [this, needs, kind, run = std::move(route_handle),
                  route_template = path](const httplib::Request& req, httplib::Response& res) {
-    matched_route = route_template;
+    last_route = {route_template, kind};
     policy_.authorize(req, needs);
     if (changes_state(req.method))
       policy_.check_forgery(req, kind == route_kind::api);
@@ -321,8 +321,8 @@ std::string loggable(std::string_view text) {
   return out;
 }
 
-std::string take_matched_route() {
-  return std::exchange(matched_route, {});
+matched_route take_matched_route() {
+  return std::exchange(last_route, {});
 }
 
 } // namespace outboxd::http

@@ -105,9 +105,15 @@ private:
 /// bytes beyond ASCII percent-encoded, so that the path cannot fake the line's other fields.
 std::string loggable(std::string_view text);
 
-/// For the request logger: the template of the route the calling thread's last request was
-/// handed to ("/api/orders/{id}"), empty when it reached none; the call clears it. A label made of
-/// it, unlike one made of the path, has as many values as there are routes.
-std::string take_matched_route();
+/// The route a request was handed to: its template ("/api/orders/{id}") and kind.
+struct matched_route {
+  std::string path; // empty when the request reached no route
+  route_kind kind = route_kind::api;
+};
+
+/// For the request logger: the route the calling thread's last request was handed to; the call
+/// clears it. A label made of its template, unlike one made of the path, has as many values as
+/// there are routes.
+matched_route take_matched_route();
 
 } // namespace outboxd::http

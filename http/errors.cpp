@@ -3,6 +3,7 @@
 
 #include "http/json.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <fmt/format.h>
@@ -39,13 +40,20 @@ std::string next_request_id() {
 }
 
 api_error validation_error(const domain::field_errors& errors) {
+  // A body of 60 000 unknown keys must not get an answer five times its size: the first ones
+  // are enough to fix it.
+  constexpr std::size_t listed = 100;
+  domain::field_errors shown(errors.begin(), errors.begin() + static_cast<std::ptrdiff_t>(
+                                                                  std::min(errors.size(), listed)));
   std::string message;
-  for (const auto& e : errors) {
+  for (const auto& e : shown) {
     if (!message.empty())
       message += "; ";
     message += e.field.empty() ? e.message : e.field + " " + e.message;
   }
-  return api_error(error_kind::validation_failed, message, errors);
+  if (errors.size() > listed)
+    message += fmt::format("; and {} more errors", errors.size() - listed);
+  return api_error(error_kind::validation_failed, message, std::move(shown));
 }
 
 std::string error_body(error_kind kind, const std::string& message,

@@ -190,6 +190,16 @@ TEST_CASE_FIXTURE(server_fixture,
   auto details = client->post("/api/orders", R"({"totalAmount":-1})");
   REQUIRE(details.json["error"]["details"].IsArray());
   CHECK(details.json["error"]["details"].Size() == 3);
+  // A body of many unknown keys gets the first hundred errors, not an answer larger than itself.
+  std::string many = R"({"customerId":"C","totalAmount":1,"shippingType":"domestic")";
+  for (int i = 0; i < 3000; ++i)
+    many += fmt::format(R"(,"k{}":0)", i);
+  auto capped = client->post("/api/orders", many + "}");
+  CHECK(capped.status == 422);
+  REQUIRE(capped.json["error"]["details"].IsArray());
+  CHECK(capped.json["error"]["details"].Size() == 100);
+  CHECK(capped.str("/error/message").find("; and 2900 more errors") != std::string::npos);
+  CHECK(capped.body.size() < many.size());
   CHECK(table_counts() == "0/0/0");
 }
 

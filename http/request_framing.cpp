@@ -22,8 +22,8 @@ bool iequals(std::string_view a, std::string_view b) {
 }
 
 bool is_token_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) ||
-         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         std::string_view("-!#$%&'*+.^_`|~").find(c) != std::string_view::npos;
 }
 
 std::string_view trim(std::string_view s) {

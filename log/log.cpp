@@ -3,6 +3,7 @@
 // them in one go.
 #include "log/log.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -95,7 +96,13 @@ void append_json_string(std::string& out, std::string_view s) {
 void append_text(std::string& out, std::string_view s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r'))
     s.remove_suffix(1);
-  for (std::size_t i = 0; i < s.size(); ++i) {
+  auto suspect = [](char ch) {
+    auto c = static_cast<unsigned char>(ch);
+    return c < 0x20 || c == 0x7F || c == 0xC2 || c == 0xE2;
+  };
+  auto first = std::find_if(s.begin(), s.end(), suspect);
+  out.append(s.begin(), first); // most lines: all of it
+  for (auto i = static_cast<std::size_t>(first - s.begin()); i < s.size(); ++i) {
     auto c = static_cast<unsigned char>(s[i]);
     auto next = [&](std::size_t k) {
       return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0;

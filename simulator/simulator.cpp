@@ -177,6 +177,8 @@ struct simulator::impl {
   }
 
   void log_call(const call& c, int status, std::string_view note) {
+    if (!log::enabled(log::level::debug))
+      return;
     log::debug("simulator", "{} {} aggregate {} key {} -> {} {}", c.req.method,
                http::loggable(c.req.path), c.view.aggregate, c.key.value_or("-"), status, note);
   }

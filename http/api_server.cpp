@@ -3,6 +3,7 @@
 // writes an error body itself.
 #include "http/api_server.hpp"
 
+#include "domain/response_body.hpp"
 #include "http/connection_gate.hpp"
 #include "http/errors.hpp"
 #include "http/json.hpp"
@@ -351,12 +352,26 @@ void list_events(const api_context& c, const httplib::Request& req, httplib::Res
   f.status = page.status;
   f.before_id = page.before;
   f.limit = page.limit;
-  if (req.has_param("aggregateId"))
-    f.aggregate_id = req.get_param_value("aggregateId");
-  if (req.has_param("aggregateType"))
-    f.aggregate_type = req.get_param_value("aggregateType");
-  if (req.has_param("eventType"))
-    f.event_type = req.get_param_value("eventType");
+  domain::field_errors errors;
+  // Text filters compared as given: a NUL byte would end the value where the database reads it
+  // ("1%00zzz" would find aggregate 1), and bytes that are not UTF-8 it refuses outright.
+  auto text = [&](const char* name) -> std::optional<std::string> {
+    if (!req.has_param(name))
+      return std::nullopt;
+    auto v = req.get_param_value(name);
+    if (!domain::is_storable_text(v))
+      errors.push_back({name, "must be UTF-8 text without NUL bytes"});
+    return v;
+  };
+  f.aggregate_id = text("aggregateId");
+  if (auto type = text("aggregateType")) {
+    if (!f.aggregate_id)
+      errors.push_back({"aggregateType", "names the type of aggregateId, which is missing"});
+    f.aggregate_type = *type;
+  }
+  f.event_type = text("eventType");
+  if (!errors.empty())
+    throw validation_error(errors);
   auto found = c.deps.outbox.events(f);
   reply(res, 200, page_json("events", found.rows, found.next_cursor, write_event));
 }

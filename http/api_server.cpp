@@ -26,8 +26,6 @@ constexpr int max_page = 500;
 // Each request runs start to finish on one pool thread, so per-request context lives here.
 thread_local std::chrono::steady_clock::time_point request_started;
 
-/// The route of a request for metrics: segments holding a digit (ids) become {id}, so the label
-/// set stays small; requests no route matched share one label.
 // The method as a metric label: a client can send any token as a method, each one would be a
 // series of its own.
 std::string_view method_label(const std::string& method) {

@@ -206,19 +206,29 @@ std::optional<std::string> connection_string_problem(const std::string& url) {
   ::PQfreemem(error);
   while (!why.empty() && std::isspace(static_cast<unsigned char>(why.back())))
     why.pop_back();
-  auto replace_all = [&](const std::string& secret, const std::string& shown) {
-    for (auto at = why.find(secret); !secret.empty() && at != std::string::npos;
-         at = why.find(secret, at + shown.size()))
-      why.replace(at, secret.size(), shown);
-  };
-  replace_all(url, mask_database_url(url));
-  // user:password@ of a URI libpq could not read further
+  // libpq quotes the part it could not read: mask the password inside the quotes (the whole
+  // string masked as the start-up log shows it, or the user:password@ of a URI it stopped in).
   auto scheme = url.find("://");
   auto at = url.find('@', scheme == std::string::npos ? 0 : scheme + 3);
   auto colon = scheme == std::string::npos ? std::string::npos : url.find(':', scheme + 3);
-  if (at != std::string::npos && colon != std::string::npos && colon < at)
-    replace_all(url.substr(colon + 1, at - colon - 1), "***");
-  return why;
+  auto password = at != std::string::npos && colon != std::string::npos && colon < at
+                      ? url.substr(colon + 1, at - colon - 1)
+                      : std::string();
+  std::string shown;
+  for (std::size_t open = why.find('"'); open != std::string::npos; open = why.find('"')) {
+    auto close = why.find('"', open + 1);
+    if (close == std::string::npos)
+      break;
+    auto quoted = why.substr(open + 1, close - open - 1);
+    quoted = quoted == url ? mask_database_url(url) : quoted;
+    auto userinfo = ':' + password + '@';
+    for (auto p = password.empty() ? std::string::npos : quoted.find(userinfo);
+         p != std::string::npos; p = quoted.find(userinfo, p + 5))
+      quoted.replace(p, userinfo.size(), ":***@");
+    shown += why.substr(0, open + 1) + quoted + '"';
+    why.erase(0, close + 1);
+  }
+  return shown + why;
 }
 
 std::optional<std::string> read_file(const std::string& path, std::string& why) {

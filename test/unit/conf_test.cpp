@@ -611,6 +611,9 @@ TEST_CASE("a database URL libpq cannot read is a configuration error, its passwo
   auto quoted = url_error("postgresq://app:S3cr3t@db/outboxd");
   CHECK(quoted.find("app:***@db") != std::string::npos);
   CHECK(quoted.find("S3cr3t") == std::string::npos);
+  auto short_one = url_error("postgresq://app:a@db/outboxd");
+  CHECK(short_one.find("missing \"=\" after \"postgresq://app:***@db/outboxd\" in connection") !=
+        std::string::npos); // the rest of the message is left as libpq wrote it
   auto pairs = url_error("host=db password=S3cr3t dbname");
   CHECK(pairs.find("missing \"=\" after \"dbname\"") != std::string::npos);
   CHECK(pairs.find("S3cr3t") == std::string::npos);

@@ -3,6 +3,7 @@
 
 #include "domain/names.hpp"
 
+#include <array>
 #include <cmath>
 #include <fmt/format.h>
 #include <rapidjson/stringbuffer.h>
@@ -90,16 +91,22 @@ std::optional<std::string> text_field(const rapidjson::Value& obj, const char* n
   return std::string(s);
 }
 
+/// Unknown fields, and known ones given twice: JSON leaves a repeated name to the reader (the
+/// parser here keeps the first, many keep the last), so a proxy that checked one value could let
+/// through a request that means another.
 void refuse_unknown_fields(const rapidjson::Value& obj,
                            std::initializer_list<std::string_view> known, std::string_view prefix,
                            field_errors& errors) {
+  std::array<int, 8> seen{}; // per known name, at most 8 of them
   for (const auto& m : obj.GetObject()) {
     auto name = view(m.name);
-    bool ok = false;
-    for (auto k : known)
-      ok = ok || k == name;
-    if (!ok)
+    std::size_t at = 0;
+    while (at < known.size() && known.begin()[at] != name)
+      ++at;
+    if (at == known.size())
       errors.push_back({fmt::format("{}{}", prefix, name), "is not a known field"});
+    else if (++seen.at(at) == 2)
+      errors.push_back({fmt::format("{}{}", prefix, name), "is given more than once"});
   }
 }
 

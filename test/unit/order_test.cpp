@@ -115,6 +115,16 @@ TEST_CASE("a third decimal is refused at every magnitude, and every two-decimal 
   }
 }
 
+TEST_CASE("a field given twice is refused, at the top and in an item") {
+  auto e =
+      errors_of(R"({"customerId":"A","customerId":"B","totalAmount":1,"totalAmount":2,)"
+                R"("shippingType":"domestic","items":[{"sku":"X","quantity":1,"quantity":9}]})");
+  CHECK(names(e, "customerId", "given more than once"));
+  CHECK(names(e, "totalAmount", "given more than once"));
+  CHECK(names(e, "items[0].quantity", "given more than once"));
+  CHECK(e.size() == 3);
+}
+
 TEST_CASE("unknown shipping types, bad currencies and unknown fields are refused") {
   auto e = errors_of(
       R"({"customerId":"C","totalAmount":1,"shippingType":"express","currency":"usd","colour":"red"})");

@@ -3,26 +3,15 @@
 #include "simulator/knobs.hpp"
 
 #include "conf/json_values.hpp"
+#include "domain/delivery.hpp"
 
 #include <algorithm>
-#include <ctime>
 #include <fmt/format.h>
 #include <limits>
 #include <optional>
 
 namespace outboxd::simulator {
 namespace {
-
-/// An HTTP-date in its one current form (IMF-fixdate, RFC 9110 5.6.7): "Wed, 21 Oct 2015 07:28:00
-/// GMT", which a client reading Retry-After must understand.
-bool is_http_date(std::string_view text) {
-  if (text.size() != 29 || text.substr(25) != " GMT")
-    return false;
-  std::string copy(text);
-  std::tm tm{};
-  const char* end = ::strptime(copy.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  return end == copy.c_str() + copy.size();
-}
 
 using conf::integer_of;
 using conf::show;
@@ -122,7 +111,8 @@ std::vector<std::string> apply_knob_patch(const rapidjson::Value& patch, service
       knobs.retry_after = std::monostate{};
     else if (i && *i >= 0)
       knobs.retry_after = *i;
-    else if (v->IsString() && is_http_date(string_of(*v)))
+    // as the engine reads a Retry-After: what it cannot read would not be sent
+    else if (v->IsString() && domain::parse_retry_after(string_of(*v), 0))
       knobs.retry_after = std::string(string_of(*v));
     else
       r.fail(fmt::format("{} must be null, a non-negative number of seconds or an HTTP-date "

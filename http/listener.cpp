@@ -210,17 +210,25 @@ listener::listener(const conf::server_settings& settings, std::string component,
       });
   // Errors the library produces itself (no route, body too large) get the same JSON shape.
   s.set_error_handler(httplib::Server::HandlerWithResponse(
-      [limit = settings_.max_body_bytes](const httplib::Request& req, httplib::Response& res) {
+      [this, limit = settings_.max_body_bytes](const httplib::Request& req,
+                                               httplib::Response& res) {
         if (!res.body.empty())
           return httplib::Server::HandlerResponse::Unhandled;
         if (res.status == 413)
           render_error(
               res, error_kind::payload_too_large,
               fmt::format("request body is larger than server.maxBodyBytes ({} bytes)", limit));
-        else if (res.status == 404)
-          render_error(res, error_kind::not_found,
-                       fmt::format("no route for {} {}", req.method, req.path));
-        else if (res.status == 400) {
+        else if (res.status == 404) {
+          if (auto allowed = methods_on(req.path); allowed.empty()) {
+            render_error(res, error_kind::not_found,
+                         fmt::format("no route for {} {}", req.method, req.path));
+          } else {
+            res.set_header("Allow", allowed);
+            render_error(res, error_kind::method_not_allowed,
+                         fmt::format("{} is not served on {}; it answers {}", req.method, req.path,
+                                     allowed));
+          }
+        } else if (res.status == 400) {
           render_error(res, error_kind::bad_request, "malformed HTTP request");
           close_after_answer();
         } else
@@ -264,6 +272,21 @@ void listener::route(std::string_view method, std::string path, route_kind kind,
   else
     throw std::logic_error("route " + path + " has an unsupported method " + std::string(method));
   routes_.push_back({std::string(method), std::move(path), needs, kind});
+}
+
+std::string listener::methods_on(std::string_view path) const {
+  std::string out;
+  auto add = [&out](std::string_view method) {
+    if (out.find(method) == std::string::npos)
+      out += fmt::format("{}{}", out.empty() ? "" : ", ", method);
+  };
+  for (const auto& r : routes_)
+    if (path_matches(r.path, path)) {
+      add(r.method);
+      if (r.method == "GET")
+        add("HEAD"); // the library answers HEAD with a GET route
+    }
+  return out;
 }
 
 bool listener::runs_on_gate(std::string_view method, std::string_view target) const {

@@ -359,6 +359,22 @@ TEST_CASE_FIXTURE(server_fixture, "unknown routes get a JSON 404") {
   CHECK(r.str("/error/code") == "not_found");
 }
 
+TEST_CASE_FIXTURE(server_fixture, "a served path with another method gets 405 and the methods it "
+                                  "answers, and changes nothing") {
+  auto id = create();
+  auto path = "/api/orders/" + std::to_string(id);
+  auto wrong = client->post(path, R"({"status":"CANCELLED"})");
+  CHECK(wrong.status == 405);
+  CHECK(wrong.str("/error/code") == "method_not_allowed");
+  CHECK(wrong.header("Allow") == "GET, HEAD, DELETE");
+  CHECK(wrong.str("/error/message").find("it answers GET, HEAD, DELETE") != std::string::npos);
+  CHECK(client->put("/api/orders", R"({})").header("Allow") == "POST, GET, HEAD");
+  CHECK(client->get(path).str("/order/status") == "PENDING");
+  CHECK(table_counts() == "1/1/0");
+  // A path no route serves is still a 404, whatever the method.
+  CHECK(client->post("/api/orders/1/nothing", "").status == 404);
+}
+
 TEST_CASE("a database that goes away turns intake into 503, not a hang or a crash") {
   persistence::connection_pool pool(
       persistence::make_conninfo("host=127.0.0.1 port=1 user=postgres", std::chrono::seconds(1)), 2,
@@ -644,6 +660,9 @@ TEST_CASE_FIXTURE(server_fixture, "every listed route is served and only those")
   }
   raw_connection c(port);
   c.send(curl_request("PATCH", "/api/orders/1", port));
+  CHECK(c.read_response(std::chrono::seconds(3)).body.find("PATCH is not served on") !=
+        std::string::npos);
+  c.send(curl_request("PATCH", "/api/orders/1/nothing", port));
   CHECK(c.read_response(std::chrono::seconds(3)).body.find("no route for PATCH") !=
         std::string::npos);
 }

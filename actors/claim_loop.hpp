@@ -18,11 +18,14 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -92,6 +95,7 @@ public:
       if (running_.empty() || clock::now() >= stop_deadline_)
         return finish_stop();
     } else {
+      release_stale_claims();
       start_runs();
       if (claim_now())
         start_runs();
@@ -113,17 +117,12 @@ public:
   /// `timeout` passed (then they are dropped where they wait; their leases expire).
   void stop(std::chrono::milliseconds timeout, std::function<void()> stopped) {
     stopping_ = true;
-    if (!queue_.empty()) {
-      int released = 0;
-      try {
-        for (const auto& i : queue_)
-          released += work_.release(i) ? 1 : 0;
-      } catch (const std::exception& e) {
-        log::warn(tag_, "could not hand back claims (their leases will expire): {}", e.what());
-      }
-      queue_.clear();
-      log::info(tag_, "handed back {} unstarted claim(s)", released);
+    try {
+      hand_back([](const item&) { return true; }, "at the stop");
+    } catch (const std::exception& e) {
+      log::warn(tag_, "could not hand back claims (their leases will expire): {}", e.what());
     }
+    queue_.clear();
     on_stopped_ = std::move(stopped);
     stop_deadline_ = clock::now() + timeout;
     if (!running_.empty())
@@ -153,13 +152,38 @@ private:
     reap();
   }
 
+  /// Hands back the unstarted claims from the front of the queue while `due` says so, and logs
+  /// their ids (`why` ends the line). A claim whose lease was already lost is dropped.
+  template <class Due> void hand_back(Due&& due, std::string_view why) {
+    std::vector<std::int64_t> released;
+    while (!queue_.empty() && due(queue_.front())) {
+      if (work_.release(queue_.front()))
+        released.push_back(queue_.front().id);
+      queue_.pop_front();
+    }
+    if (!released.empty())
+      log::info(tag_, "handed back {} unstarted claim(s) ({}) {}", released.size(),
+                fmt::join(released, ", "), why);
+  }
+
   /// The engine began to stop before this processor heard of it: unstarted claims go back.
   void stop_claims_on_shutdown() {
+    guarded([&] { hand_back([](const item&) { return true; }, "at the stop"); });
+  }
+
+  /// Claims that have waited unstarted for a third of their lease go back (PENDING again, no
+  /// attempt counted): a processor whose runs are slow must not sit on events it cannot start
+  /// in time, or their leases expire, the reaper counts each expiry as an attempt (a dead
+  /// letter out of retries is FAILED), and another worker could have run them meanwhile. Until
+  /// a run ends, this processor then claims no more than its free slots.
+  void release_stale_claims() {
+    const auto oldest = clock::now() - ctx_->settings.outbox.lease_timeout / 3;
+    if (queue_.empty() || queue_.front().claimed_at > oldest)
+      return;
+    claim_ahead_ = false;
     guarded([&] {
-      while (!queue_.empty()) {
-        work_.release(queue_.front());
-        queue_.pop_front();
-      }
+      hand_back([oldest](const item& i) { return i.claimed_at <= oldest; },
+                "not started within a third of their lease");
     });
   }
 
@@ -173,7 +197,7 @@ private:
     if (!claim_wanted_ || ctx_->stopping || backoff_until_)
       return false;
     const int batch = cap_ > 1 ? std::max(2, cap_ / 4) : 1;
-    const int ahead = cap_ > 1 ? batch : 0;
+    const int ahead = cap_ > 1 && claim_ahead_ ? batch : 0;
     const int room = cap_ + ahead - static_cast<int>(running_.size() + queue_.size());
     if (room <= 0 || (!running_.empty() && room < batch))
       return false;
@@ -207,6 +231,7 @@ private:
     for (auto& [id, error] : ended) {
       running_.erase(id);
       claim_wanted_ = true;
+      claim_ahead_ = true;
       if (!error)
         continue;
       try {
@@ -297,7 +322,8 @@ private:
   std::uint64_t timer_ = 0;
   std::optional<clock::time_point> backoff_until_; // after a lost connection
   bool claim_wanted_ = true;
-  bool driving_ = false; // a process message is on its way
+  bool claim_ahead_ = true; // false from a stale claim's release until a run ends
+  bool driving_ = false;    // a process message is on its way
   bool stopping_ = false;
   clock::time_point stop_deadline_;
   std::function<void()> on_stopped_;

@@ -28,10 +28,10 @@ public:
       : ctx_(std::move(ctx)), tag_(std::move(tag)),
         runner_(std::make_unique<event_runner>(*ctx_, tag_, driver)) {}
 
-  /// A batch, compensated one at a time (the cap is 1).
-  std::vector<item> claim(int) {
-    const auto& s = ctx_->settings.outbox;
-    return repo()->claim(ctx_->lease_owner(tag_), s.batch_size, s.lease_timeout);
+  /// What fits (the cap is 1: one dead letter, compensated before the next claim). A batch
+  /// would wait in the queue for its turn while its leases ran out.
+  std::vector<item> claim(int room) {
+    return repo()->claim(ctx_->lease_owner(tag_), room, ctx_->settings.outbox.lease_timeout);
   }
   void claimed(const std::vector<item>&) {}
   std::optional<milliseconds> next_due_in() { return repo()->next_due_in(); }

@@ -643,8 +643,8 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
       row.outcome = domain::attempt_outcome::skipped;
       row.error_message = "read-only step: no revert configured";
       co_await record(row);
-      log::info(name_, "event {} {}: {} is read-only, nothing to revert", original_event_id,
-                aggregate_id, step.destination);
+      log::info(name_, "event {} aggregate {}: {} is read-only, nothing to revert",
+                original_event_id, aggregate_id, step.destination);
       continue;
     }
     auto call = domain::build_revert(*route->revert, docs.parse(step.request_json),

@@ -11,6 +11,7 @@
 #include "persistence/dlq_repository.hpp"
 
 #include <caf/all.hpp>
+#include <fmt/ranges.h>
 #include <functional>
 #include <map>
 #include <optional>
@@ -157,14 +158,22 @@ caf::behavior janitor_actor(janitor* self, context_ptr ctx) {
         guarded(self, [&](persistence::worker_connections& db) {
           auto outbox = db.outbox(tag)->reap_expired(s.outbox.max_retries, may_reap);
           auto dlq = db.dlq(tag)->reap_expired(s.dlq.max_retries, may_reap);
-          metrics::global().lease_expiries.inc({{"table", "outbox_events"}},
-                                               outbox.returned + outbox.dead_lettered);
-          metrics::global().lease_expiries.inc({{"table", "dead_letter_events"}}, dlq);
-          if (outbox.returned + outbox.dead_lettered + dlq > 0)
+          const auto events = outbox.returned.size() + outbox.dead_lettered.size();
+          const auto letters = dlq.returned.size() + dlq.dead_lettered.size();
+          metrics::global().lease_expiries.inc({{"table", "outbox_events"}}, events);
+          metrics::global().lease_expiries.inc({{"table", "dead_letter_events"}}, letters);
+          if (events + letters > 0)
             log::warn(tag,
-                      "expired leases reclaimed: {} event(s) back to PENDING, {} dead-lettered, "
-                      "{} dead letter(s)",
-                      outbox.returned, outbox.dead_lettered, dlq);
+                      "expired leases reclaimed: events back to PENDING [{}], dead-lettered "
+                      "[{}]; dead letters back to PENDING [{}], FAILED [{}]",
+                      fmt::join(outbox.returned, ", "), fmt::join(outbox.dead_lettered, ", "),
+                      fmt::join(dlq.returned, ", "), fmt::join(dlq.dead_lettered, ", "));
+          for (const auto* r : {&outbox, &dlq})
+            for (const auto& what : r->attention)
+              log::error(tag,
+                         "order needs attention: {} ran out of retries when its lease "
+                         "expired",
+                         what);
         });
         self->delayed_send(self, s.outbox.reaper_interval, reap_atom::value);
       },

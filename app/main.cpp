@@ -114,6 +114,8 @@ int main(int argc, char** argv) {
 
   if (command == "check-config") {
     fmt::print("{}\n", loaded.effective_json);
+    for (const auto& warning : conf::start_up_warnings(settings))
+      fmt::print(stderr, "outboxd: warning: {}\n", warning);
     fmt::print(stderr, "outboxd: configuration is valid\n");
     return app::exit_ok;
   }

@@ -175,6 +175,7 @@ bool transfer::has_header(std::string_view name) const {
 std::size_t transfer::on_body(char* data, std::size_t size, std::size_t count, void* self) {
   auto& t = *static_cast<transfer*>(self);
   const std::size_t n = size * count;
+  t.body_started_ = true;
   auto& body = t.result_.body;
   const std::size_t cap = t.request_.max_response_bytes;
   const std::size_t room = cap - std::min(cap, body.size());
@@ -206,10 +207,15 @@ std::size_t transfer::on_header(char* data, std::size_t size, std::size_t count,
     return 0;
   }
   std::string_view line(data, n);
+  // Fields of a chunked body's trailer come here too: they must not set the answer's type or
+  // its Retry-After.
+  if (t.body_started_)
+    return n;
   if (line.rfind("HTTP/", 0) == 0) {
     // A new status line: an interim 1xx answer's headers do not belong to the final one.
     t.result_.content_type.clear();
     t.result_.retry_after.clear();
+    t.content_length_.clear();
     return n;
   }
   auto colon = line.find(':');
@@ -217,7 +223,14 @@ std::size_t transfer::on_header(char* data, std::size_t size, std::size_t count,
     return n;
   auto name = trim(line.substr(0, colon));
   auto value = trim(line.substr(colon + 1));
-  if (iequals(name, "Content-Type"))
+  if (iequals(name, "Content-Length")) {
+    // Two lengths that disagree leave the answer's end to guessing (RFC 9112, section 6.3).
+    if (!t.content_length_.empty() && t.content_length_ != value) {
+      t.conflicting_length_ = true;
+      return 0;
+    }
+    t.content_length_ = value;
+  } else if (iequals(name, "Content-Type"))
     t.result_.content_type = value;
   else if (iequals(name, "Retry-After"))
     t.result_.retry_after = value;
@@ -283,7 +296,14 @@ std::string transfer::describe(CURLcode code) const {
   case CURLE_WRITE_ERROR:
     if (headers_too_large_)
       return fmt::format("response headers too large (over {} bytes)", max_response_header_bytes);
+    if (conflicting_length_)
+      return "read failed: the answer has two Content-Length headers that disagree";
     return "read failed: " + detail;
+  case CURLE_OUT_OF_MEMORY:
+    // What curl answers to one header line longer than it takes (100 KB).
+    if (!body_started_)
+      return "response headers too large (a header line over 100 KB)";
+    return fmt::format("transfer failed: {}", detail);
   default:
     return fmt::format("transfer failed: {}", detail);
   }

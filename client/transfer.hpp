@@ -59,6 +59,9 @@ private:
   call_result result_;
   std::size_t header_bytes_ = 0;
   bool headers_too_large_ = false;
+  bool body_started_ = false;       // header lines after it are trailers, not the answer's
+  std::string content_length_;      // the answer's Content-Length, to refuse a second one
+  bool conflicting_length_ = false; // two Content-Length headers that disagree
   bool capped_ = false; // the body reached max_response_bytes and the transfer was stopped
   std::chrono::steady_clock::time_point started_;
 };

@@ -11,6 +11,7 @@
 #include "simulator/knobs.hpp"
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -130,6 +131,36 @@ std::string compact_json(const Value& v) {
 std::string quoted(std::string_view s) {
   Value v(rapidjson::StringRef(s.data(), s.size()));
   return show(v);
+}
+
+/// Whether `host` is something to listen on: an IPv4 or IPv6 address (bracketed or not), or a
+/// host name of letters, digits and inner hyphens, whose last label is not all digits (so that
+/// 256.1.1.1 is a bad address, not a name).
+bool is_host_name_or_address(std::string_view host) {
+  std::string text(host.starts_with('[') && host.ends_with(']') && host.size() > 2
+                       ? host.substr(1, host.size() - 2)
+                       : host);
+  in6_addr v6;
+  in_addr v4;
+  if (::inet_pton(AF_INET6, text.c_str(), &v6) == 1 || ::inet_pton(AF_INET, text.c_str(), &v4) == 1)
+    return true;
+  if (text.empty() || text.size() > 253)
+    return false;
+  std::string_view rest = text;
+  std::string_view label;
+  while (!rest.empty()) {
+    auto dot = rest.find('.');
+    label = rest.substr(0, dot);
+    rest = dot == std::string_view::npos ? std::string_view{} : rest.substr(dot + 1);
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-')
+      return false;
+    for (unsigned char c : label)
+      if (!std::isalnum(c) && c != '-')
+        return false;
+    if (dot != std::string_view::npos && rest.empty())
+      return false; // a trailing dot
+  }
+  return !std::all_of(label.begin(), label.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
 std::string ms_text(milliseconds ms) {
@@ -758,8 +789,8 @@ private:
 
   /// A listener other machines can reach must know who is calling, unless told it need not.
   void check_exposure(const settings& s) {
-    if (is_loopback_host(s.server.host) || !s.auth.tokens.empty() || !s.admin.token.empty() ||
-        s.auth.allow_anonymous)
+    if (!is_host_name_or_address(s.server.host) || is_loopback_host(s.server.host) ||
+        !s.auth.tokens.empty() || !s.admin.token.empty() || s.auth.allow_anonymous)
       return;
     fail(fmt::format(
         "server.host {} can be reached from other machines and no token is configured: set "
@@ -926,7 +957,9 @@ private:
   }
 
   void read_server(object_reader& o, server_settings& s) {
-    string(o, "host", s.host, true);
+    if (string(o, "host", s.host, true) && !is_host_name_or_address(s.host))
+      fail(fmt::format("{} must be an IPv4 or IPv6 address or a host name, got \"{}\"",
+                       o.path("host"), s.host));
     integer(o, "port", s.port, 1, 65535);
     integer(o, "threads", s.threads, 1, 1024);
     integer(o, "maxBodyBytes", s.max_body_bytes, 1024, std::int64_t{1} << 30);
@@ -1651,11 +1684,21 @@ std::vector<std::string> start_up_warnings(const settings& s) {
                   "(/api/inventory, /api/billing, ...) take calls from anyone, as a partner's "
                   "sandbox would; set it to "
                   "false where real partners are called");
-  for (const auto& [name, d] : s.http.destinations)
+  // A stop gives the deliveries in flight 3/4 of outbox.shutdownTimeout and the reverts 1/2.
+  const auto stop_wait = s.outbox.shutdown_timeout / 2;
+  for (const auto& [name, d] : s.http.destinations) {
     if (d.tls.insecure_skip_verify)
       out.push_back(fmt::format("http.routes.{}.tls.insecureSkipVerify is true: calls to {} accept "
                                 "any certificate (no TLS verification)",
                                 name, name));
+    if (d.timeout > stop_wait)
+      out.push_back(fmt::format(
+          "http.routes.{}.timeout ({}) is longer than a stop waits for a call in flight (half of "
+          "outbox.shutdownTimeout for a revert, three quarters for a delivery; {}): such a call "
+          "is dropped unrecorded and its event waits for its lease to expire; set "
+          "outbox.shutdownTimeout to at least twice the timeout",
+          name, ms_text(d.timeout), ms_text(s.outbox.shutdown_timeout)));
+  }
   return out;
 }
 

@@ -332,22 +332,24 @@ std::chrono::milliseconds retry_delay(int retry,
   using std::chrono::milliseconds;
   if (max <= milliseconds(0))
     return milliseconds(0);
-  if (retry_after)
-    return std::clamp(*retry_after, milliseconds(0), max);
-  if (base <= milliseconds(0))
-    return milliseconds(0);
-  // NaN and out-of-range jitter are the caller's bug; they must still give a bounded delay.
-  if (!(jitter >= 0.0))
-    jitter = 0.0;
-  jitter = std::min(jitter, 1.0);
-  double factor = 0.5 + 0.5 * jitter;
-  // In doubles: 2^(retry-1) overflows any integer after 63 retries, and a double that is too
-  // large (or inf) just clamps to max.
-  double delay =
-      static_cast<double>(base.count()) * std::ldexp(1.0, std::max(retry, 1) - 1) * factor;
-  if (!(delay < static_cast<double>(max.count())))
-    return max;
-  return milliseconds(static_cast<std::int64_t>(delay));
+  auto backoff = milliseconds(0);
+  if (base > milliseconds(0)) {
+    // NaN and out-of-range jitter are the caller's bug; they must still give a bounded delay.
+    if (!(jitter >= 0.0))
+      jitter = 0.0;
+    jitter = std::min(jitter, 1.0);
+    double factor = 0.5 + 0.5 * jitter;
+    // In doubles: 2^(retry-1) overflows any integer after 63 retries, and a double that is too
+    // large (or inf) just clamps to max.
+    double delay =
+        static_cast<double>(base.count()) * std::ldexp(1.0, std::max(retry, 1) - 1) * factor;
+    backoff = delay < static_cast<double>(max.count())
+                  ? milliseconds(static_cast<std::int64_t>(delay))
+                  : max;
+  }
+  // A partner may ask for a longer wait, never a shorter one: "Retry-After: 0" (or a date in the
+  // past) would spend the whole retry budget in milliseconds.
+  return std::clamp(std::max(retry_after.value_or(milliseconds(0)), backoff), milliseconds(0), max);
 }
 
 int claim_sizing::base() const {

@@ -65,8 +65,8 @@ attempt_outcome classify(std::string_view method, std::optional<int> status);
 std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view header,
                                                            std::int64_t now_unix_ms);
 
-/// The delay before retry number `retry` (1 = the first retry): `retry_after` when present,
-/// else base * 2^(retry-1) scaled by a jitter factor in [0.5, 1.0] (from `jitter` in [0, 1));
+/// The delay before retry number `retry` (1 = the first retry): base * 2^(retry-1) scaled by a
+/// jitter factor in [0.5, 1.0] (from `jitter` in [0, 1)), or `retry_after` when that is longer;
 /// always clamped to [0, max].
 std::chrono::milliseconds retry_delay(int retry,
                                       std::optional<std::chrono::milliseconds> retry_after,

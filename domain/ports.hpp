@@ -23,9 +23,10 @@ public:
 /// The result of creating an order with an optional client Idempotency-Key.
 struct create_outcome {
   enum class kind {
-    created,   // a new order and its OrderCreated event were committed together
-    replayed,  // the key was used before with the same request: the existing order
-    key_reused // the key was used before for a different request: nothing written
+    created,    // a new order and its OrderCreated event were committed together
+    replayed,   // the key was used before with the same request: the existing order
+    key_reused, // the key was used before for a different request: nothing written
+    key_removed // the key's order has been removed since (DELETE): nothing written
   };
   kind what = kind::created;
   order value;

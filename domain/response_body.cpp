@@ -101,6 +101,9 @@ bool jsonb_accepts(std::string_view body) {
   // rapidjson reads a NUL byte as the end of its input, so `{}` NUL `garbage` would pass.
   if (body.find('\0') != std::string_view::npos)
     return false;
+  // The stream below skips a UTF-8 byte-order mark, which jsonb refuses: such a body is text.
+  if (body.starts_with("\xEF\xBB\xBF"))
+    return false;
   rapidjson::Reader reader;
   rapidjson::MemoryStream ms(body.data(), body.size());
   rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> in(ms);

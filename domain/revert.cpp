@@ -6,6 +6,7 @@
 #include "domain/url.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <map>
 #include <rapidjson/stringbuffer.h>
@@ -137,6 +138,14 @@ public:
           fmt::format("revert placeholder {{{}}} has no value: {} is missing", name, where)};
     if (v->IsNull())
       return error{fmt::format("revert placeholder {{{}}} has no value: {} is null", name, where)};
+    // A whole number beyond 2^53 that is not a 64-bit integer was read as a double: copied, it
+    // would be another number (12345678901234567890123 becomes 1.2345678901234568e22), and the
+    // revert would release something else, or nothing, and count as done.
+    if (v->IsDouble() && std::abs(v->GetDouble()) >= 0x1p53 &&
+        v->GetDouble() == std::trunc(v->GetDouble()))
+      return error{fmt::format("revert placeholder {{{}}}: {} is a number too large to copy "
+                               "exactly ({})",
+                               name, where, json_text(*v))};
     return v;
   }
 
@@ -217,7 +226,14 @@ expected<revert_call> build_revert(const revert_template& t, const rapidjson::Va
       return error{fmt::format("revert url placeholder {{{}}} must be a string, number or "
                                "boolean, got {}",
                                name, v.IsObject() ? "an object" : "an array")};
-    params.insert_or_assign(name, plain_text(v));
+    auto text = plain_text(v);
+    // A partner must not set the size of a revert's URL (and of its log line) with a
+    // megabyte-long id.
+    if (text.size() > max_url_value_bytes)
+      return error{fmt::format("revert url placeholder {{{}}} is {} bytes long, over the {} a URL "
+                               "takes",
+                               name, text.size(), max_url_value_bytes)};
+    params.insert_or_assign(name, std::move(text));
   }
   auto url = fill_url(t.url, params);
   if (!url)

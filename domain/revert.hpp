@@ -26,6 +26,9 @@ struct revert_call {
   std::string body_json; // empty: no body
 };
 
+/// The longest value a URL placeholder takes (before percent-encoding).
+inline constexpr std::size_t max_url_value_bytes = 2048;
+
 /// Builds the revert of a successful call from `t` and the stored bodies (either may be null).
 /// Each `extract` entry reads `request` or `response` by JSONPath. URL placeholders become
 /// percent-encoded path segments (percent_encode_segment), so no value can change the host or
@@ -34,8 +37,9 @@ struct revert_call {
 /// that is exactly "{name}" takes the extracted value with its JSON type (a number stays a
 /// number, an object stays an object). Scalars substituted into a longer string use their JSON
 /// text without quotes for strings. An error names the placeholder whose value is missing or
-/// null, or a URL placeholder whose value is not a scalar: the revert cannot be built and must
-/// not be counted as done.
+/// null, a whole number too large for a double to hold exactly, or a URL placeholder whose
+/// value is not a scalar or is longer than max_url_value_bytes: the revert cannot be built and
+/// must not be counted as done.
 expected<revert_call> build_revert(const revert_template& t, const rapidjson::Value* request,
                                    const rapidjson::Value* response);
 

@@ -232,6 +232,11 @@ void create_order(const api_context& c, const httplib::Request& req, httplib::Re
                     fmt::format("Idempotency-Key '{}' was already used for order {} with a "
                                 "different request",
                                 *key, outcome.value.id));
+  if (outcome.what == kind::key_removed)
+    throw api_error(error_kind::idempotency_key_reused,
+                    fmt::format("Idempotency-Key '{}' was used for order {}, which has since been "
+                                "removed",
+                                *key, outcome.value.id));
   if (outcome.what == kind::created)
     log::info("http", "order {} created: {} {} {} ({}), event OrderCreated queued",
               outcome.value.id, domain::to_decimal(outcome.value.total_amount),

@@ -33,13 +33,17 @@ const char* code_of(error_kind kind);
 class api_error : public std::runtime_error {
 public:
   api_error(error_kind kind, std::string message, domain::field_errors details = {})
-      : std::runtime_error(std::move(message)), kind_(kind), details_(std::move(details)) {}
+      : std::runtime_error(message), kind_(kind), message_(std::move(message)),
+        details_(std::move(details)) {}
 
   error_kind kind() const { return kind_; }
+  /// The whole message: what() ends at a NUL byte that a client's input put in it.
+  const std::string& message() const { return message_; }
   const domain::field_errors& details() const { return details_; }
 
 private:
   error_kind kind_;
+  std::string message_;
   domain::field_errors details_;
 };
 

@@ -194,7 +194,7 @@ listener::listener(const conf::server_settings& settings, std::string component,
         try {
           std::rethrow_exception(ep);
         } catch (const api_error& e) {
-          render_error(res, e.kind(), e.what(), e.details());
+          render_error(res, e.kind(), e.message(), e.details());
           if (e.kind() == error_kind::unauthorized)
             res.set_header("WWW-Authenticate", "Bearer realm=\"outboxd\"");
         } catch (const domain::store_unavailable& e) {

@@ -6,6 +6,7 @@
 #include "persistence/rows.hpp"
 
 #include <algorithm>
+#include <fmt/format.h>
 
 namespace outboxd::persistence {
 namespace {
@@ -170,23 +171,28 @@ bool dlq_repository::release(const claimed_dead_letter& d) {
   return r.affected_rows() == 1;
 }
 
-int dlq_repository::reap_expired(int max_retries, const reap_guard& may_reap) {
-  int moved = 0;
+reaped dlq_repository::reap_expired(int max_retries, const reap_guard& may_reap) {
+  reaped out;
   pqxx::work tx(conn_);
   if (!may_reap_in(tx, may_reap))
-    return 0;
+    return out;
   for (const auto& r : tx.exec_prepared("dlq_expired")) {
+    const auto id = r[0].as<std::int64_t>();
     auto error = "lease of " + r[4].as<std::string>() + " expired";
     bool exhausted = r[3].as<int>() + 1 > max_retries;
-    tx.exec_prepared("dlq_reap", r[0].as<std::int64_t>(),
-                     std::string(exhausted ? "FAILED" : "PENDING"), error);
-    if (exhausted)
+    tx.exec_prepared("dlq_reap", id, std::string(exhausted ? "FAILED" : "PENDING"), error);
+    if (exhausted) {
       apply_transition(tx, hooks_of(hooks_, r[1].as<std::string>()), r[2].as<std::string>(),
                        domain::engine_outcome::compensation_failed, error);
-    ++moved;
+      out.dead_lettered.push_back(id);
+      out.attention.push_back(fmt::format("dead letter {} ({} {})", id, r[1].as<std::string>(),
+                                          r[2].as<std::string>()));
+    } else {
+      out.returned.push_back(id);
+    }
   }
   tx.commit();
-  return moved;
+  return out;
 }
 
 int dlq_repository::delete_resolved(std::chrono::milliseconds age, int batch) {

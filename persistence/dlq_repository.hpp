@@ -63,8 +63,8 @@ public:
   bool release(const claimed_dead_letter& d);
 
   /// Expired PROCESSING leases go back to PENDING with attempts+1 (or FAILED when out of
-  /// retries); returns how many rows moved. Nothing when `may_reap` says no.
-  int reap_expired(int max_retries, const reap_guard& may_reap = {});
+  /// retries, the order in ATTENTION); says which. Nothing when `may_reap` says no.
+  reaped reap_expired(int max_retries, const reap_guard& may_reap = {});
 
   /// Deletes up to `batch` resolved (PROCESSED) dead letters resolved longer than `age` ago,
   /// oldest first; returns how many. Pending, running and FAILED ones are never deleted.

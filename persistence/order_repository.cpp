@@ -37,7 +37,7 @@ const std::string insert_events =
     "  AS t(aggregate_type, aggregate_id, event_type, payloads, idempotency_key, n) "
     "ORDER BY n RETURNING id";
 const std::string order_by_request_key =
-    "SELECT "s + order_columns + ", request_hash FROM orders WHERE request_key = $1";
+    "SELECT "s + order_columns + ", request_hash, deleted FROM orders WHERE request_key = $1";
 const std::string insert_event =
     "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payloads, "
     "idempotency_key) VALUES ($1, $2, $3, $4::jsonb, $5) RETURNING id";
@@ -188,11 +188,13 @@ order_repository::insert_batch(pqxx::connection& c, std::span<create_batch::entr
       // The key was used before (possibly by a transaction that committed while we waited, or
       // by an earlier request of this batch).
       auto existing = tx.exec_prepared1("order_by_request_key", *r.key);
+      using kind = domain::create_outcome::kind;
       bool same =
           !existing[9].is_null() && existing[9].as<std::int64_t>() == domain::fingerprint(r.order);
-      out.outcomes.push_back(
-          {same ? domain::create_outcome::kind::replayed : domain::create_outcome::kind::key_reused,
-           to_order(existing)});
+      out.outcomes.push_back({existing[10].as<bool>() ? kind::key_removed
+                              : same                  ? kind::replayed
+                                                      : kind::key_reused,
+                              to_order(existing)});
       continue;
     }
     auto o = to_order(rows[i]);

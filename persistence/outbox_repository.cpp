@@ -503,10 +503,13 @@ reaped outbox_repository::reap_expired(int max_retries, const reap_guard& may_re
                      cancellation ? "FAILED" : "PENDING",
                      cancellation ? std::optional(domain::engine_outcome::compensation_failed)
                                   : std::nullopt);
-      ++out.dead_lettered;
+      out.dead_lettered.push_back(e.id);
+      if (cancellation)
+        out.attention.push_back(
+            fmt::format("cancellation event {} ({} {})", e.id, e.aggregate_type, e.aggregate_id));
     } else {
       tx.exec_prepared("outbox_reap_back", e.id, error);
-      ++out.returned;
+      out.returned.push_back(e.id);
     }
   }
   tx.commit();

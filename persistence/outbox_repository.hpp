@@ -76,8 +76,11 @@ bool may_reap_in(pqxx::transaction_base& tx, const reap_guard& may_reap);
 
 /// What the lease reaper did.
 struct reaped {
-  int returned = 0;      // back to PENDING
-  int dead_lettered = 0; // out of attempts
+  std::vector<std::int64_t> returned;      // back to PENDING
+  std::vector<std::int64_t> dead_lettered; // out of attempts (dead letters: FAILED)
+  /// What the reap put in ATTENTION, one description each ("dead letter 7 (order 12)"): a dead
+  /// letter or a cancellation out of attempts, to be logged as an error.
+  std::vector<std::string> attention;
 };
 
 class outbox_repository {

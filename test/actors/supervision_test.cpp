@@ -361,6 +361,46 @@ TEST_CASE("an orderly stop finishes the call in flight, hands back unstarted cla
   CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results") == "1");
 }
 
+TEST_CASE("claims that wait unstarted for a third of their lease are handed back, not left to "
+          "expire") {
+  truncate_all(db());
+  sink destination;
+  destination.hold();
+  std::vector<std::string> events;
+  for (int i = 1; i <= 4; ++i)
+    events.push_back(insert_event("thing", fmt::format("t{}", i)));
+  auto settings = test_settings(destination);
+  settings.outbox.calls_in_flight = 1; // one run at a time: the other three claims wait unstarted
+  settings.outbox.lease_timeout = 6s;  // handed back after 2 s; the call's 5 s fit in the lease
+  settings.outbox.reaper_interval = 100ms;
+  actors::engine eng(settings, {});
+  eng.start();
+  REQUIRE(eventually([&] { return destination.entered() == 1; }));
+  REQUIRE(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSING'") ==
+          "4");
+  // The three waiting behind the held call go back as they were, the running one stays leased;
+  // and the processor, busy, does not claim them again.
+  REQUIRE(eventually(
+      [&] {
+        return query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PENDING' "
+                                 "AND lease_token IS NULL AND attempts = 0") == "3";
+      },
+      5s));
+  std::this_thread::sleep_for(300ms);
+  CHECK(query_value(db(), "SELECT string_agg(status, ' ' ORDER BY id) FROM outbox_events") ==
+        "PROCESSING PENDING PENDING PENDING");
+  destination.release();
+  REQUIRE(eventually([&] {
+    return query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSED'") ==
+           "4";
+  }));
+  eng.stop();
+  // No lease expired: each event took one run and has one call.
+  CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE attempts = 1 AND "
+                          "last_error IS NULL") == "4");
+  CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results") == "4");
+}
+
 TEST_CASE("a destination's condition reads the response of an earlier one of the same event") {
   truncate_all(db());
   sink destination; // answers {"ok":true}

@@ -175,6 +175,49 @@ TEST_CASE("response headers beyond 64 KiB are a transport error") {
   CHECK(r.error == "response headers too large (over 65536 bytes)");
 }
 
+TEST_CASE("one header line longer than curl takes is named as headers too large") {
+  raw_server server([](int fd) {
+    read_request(fd);
+    write_all(fd, "HTTP/1.1 200 OK\r\nX-Big: " + std::string(1 << 20, 'a') +
+                      "\r\nContent-Length: 2\r\n\r\n{}");
+  });
+  caller c;
+  auto r = c.call(get(server.url()));
+  CHECK_FALSE(r.status);
+  CHECK(r.error == "response headers too large (a header line over 100 KB)");
+}
+
+TEST_CASE("two Content-Length headers that disagree are a transport error") {
+  raw_server server([](int fd) {
+    read_request(fd);
+    write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 50\r\n\r\n" +
+                      std::string(50, 'x'));
+  });
+  caller c;
+  auto r = c.call(get(server.url()));
+  CHECK_FALSE(r.status);
+  CHECK(r.error == "read failed: the answer has two Content-Length headers that disagree");
+  // The same length twice is only redundant.
+  raw_server twice(
+      answer_each("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}"));
+  caller c2; // gone before `twice`, which serves its keep-alive connection until it closes
+  auto ok = c2.call(get(twice.url()));
+  CHECK(ok.status == 200);
+  CHECK(ok.body == "{}");
+}
+
+TEST_CASE("a chunked answer's trailer sets neither its content type nor its Retry-After") {
+  raw_server server(answer_each("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                                "Transfer-Encoding: chunked\r\n\r\n4\r\nbusy\r\n0\r\n"
+                                "Retry-After: 0\r\nContent-Type: text/evil\r\n\r\n"));
+  caller c;
+  auto r = c.call(get(server.url()));
+  REQUIRE(r.status == 503);
+  CHECK(r.body == "busy");
+  CHECK(r.content_type == "text/plain");
+  CHECK(r.retry_after.empty());
+}
+
 TEST_CASE("a connection closed mid-body is a transport error, not a short success") {
   raw_server server([](int fd) {
     read_request(fd);

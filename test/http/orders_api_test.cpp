@@ -19,6 +19,7 @@
 
 using namespace outboxd;
 using namespace outboxd::test;
+using namespace std::string_literals;
 
 namespace {
 
@@ -138,6 +139,22 @@ TEST_CASE_FIXTURE(server_fixture,
   CHECK(bad_key.status == 422);
   CHECK(bad_key.str("/error/message").find("Idempotency-Key") != std::string::npos);
   CHECK(table_counts() == "1/1/0");
+}
+
+TEST_CASE_FIXTURE(server_fixture, "an Idempotency-Key whose order was removed replays nothing") {
+  auto first = client->post("/api/orders", valid_order, {{"Idempotency-Key", "k-gone"}});
+  REQUIRE(first.status == 201);
+  auto id = static_cast<std::int64_t>(first.num("/id"));
+  force_status(id, "CANCELLED");
+  REQUIRE(client->del("/api/orders/" + std::to_string(id)).status == 204);
+  auto again = client->post("/api/orders", valid_order, {{"Idempotency-Key", "k-gone"}});
+  CHECK(again.status == 422);
+  CHECK(again.str("/error/code") == "idempotency_key_reused");
+  CHECK(again.str("/error/message") ==
+        fmt::format("Idempotency-Key 'k-gone' was used for order {}, which has since been removed",
+                    id));
+  CHECK(again.header("Location").empty());
+  CHECK(table_counts() == "1/1/1");
 }
 
 TEST_CASE_FIXTURE(server_fixture,
@@ -267,6 +284,9 @@ TEST_CASE_FIXTURE(server_fixture,
     CHECK_MESSAGE(missing.status == 404, bad);
     CHECK(missing.str("/error/code") == "not_found");
   }
+  // A NUL byte in the id does not cut the message short.
+  CHECK(client->get("/api/orders/1%00x").str("/error/message") ==
+        "order '1\0x' not found: ids are positive integers"s);
 }
 
 TEST_CASE_FIXTURE(server_fixture,

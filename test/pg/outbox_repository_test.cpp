@@ -7,6 +7,7 @@
 #include "test/support/test_db.hpp"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <pqxx/pqxx>
 #include <regex>
 #include <set>
@@ -377,7 +378,7 @@ TEST_CASE_FIXTURE(fixture, "a worker whose lease expired cannot complete, retry 
   REQUIRE(mine.size() == 1);
   std::this_thread::sleep_for(20ms);
   auto reaped = b.reap_expired(3);
-  CHECK(reaped.returned == 1);
+  CHECK(reaped.returned.size() == 1);
   CHECK(query_value(db(),
                     "SELECT status || ' ' || attempts || ' ' || last_error FROM outbox_events") ==
         "PENDING 1 lease of a expired");
@@ -405,19 +406,19 @@ TEST_CASE_FIXTURE(fixture, "after a step of the database's clock the reaper leav
   };
   auto id = add_event("5b");
   persistence::dlq_repository dlq_b(conn_b, {});
-  CHECK(b.reap_expired(3, guard).returned == 0); // the first reading: nothing expired yet
+  CHECK(b.reap_expired(3, guard).returned.size() == 0); // the first reading: nothing expired yet
   auto mine = a.claim("a", 1, 1ms);
   REQUIRE(mine.size() == 1);
   std::this_thread::sleep_for(10ms); // its lease expired
   lag = 1s;
-  CHECK(b.reap_expired(3, guard).returned == 0);
-  CHECK(dlq_b.reap_expired(3, guard) == 0);
+  CHECK(b.reap_expired(3, guard).returned.size() == 0);
+  CHECK(dlq_b.reap_expired(3, guard).returned.empty());
   CHECK(status_of(id) == "PROCESSING");
   // The live run renews its lease and goes on; a lease later the reaper reaps again, and the
   // renewed lease is not expired.
   CHECK(a.extend_lease(mine[0], 60s));
   lag = -1500ms;
-  CHECK(b.reap_expired(3, guard).returned == 0);
+  CHECK(b.reap_expired(3, guard).returned.size() == 0);
   CHECK(a.complete(mine[0], std::nullopt));
   CHECK(status_of(id) == "PROCESSED");
   // Each reap read the database's now() once, in its own transaction.
@@ -432,7 +433,7 @@ TEST_CASE_FIXTURE(fixture, "after a step of the database's clock the reaper leav
   add_event("5c");
   REQUIRE(a.claim("a", 1, 1ms).size() == 1);
   std::this_thread::sleep_for(10ms);
-  CHECK(b.reap_expired(3, guard).returned == 1);
+  CHECK(b.reap_expired(3, guard).returned.size() == 1);
 }
 
 TEST_CASE_FIXTURE(fixture, "an event whose lease keeps expiring ends in the dead-letter queue") {
@@ -441,11 +442,11 @@ TEST_CASE_FIXTURE(fixture, "an event whose lease keeps expiring ends in the dead
   for (int i = 0; i < 2; ++i) {
     REQUIRE(a.claim("a", 1, 1ms).size() == 1);
     std::this_thread::sleep_for(5ms);
-    CHECK(b.reap_expired(2).returned == 1);
+    CHECK(b.reap_expired(2).returned.size() == 1);
   }
   REQUIRE(a.claim("a", 1, 1ms).size() == 1);
   std::this_thread::sleep_for(5ms);
-  CHECK(b.reap_expired(2).dead_lettered == 1);
+  CHECK(b.reap_expired(2).dead_lettered.size() == 1);
   CHECK(query_value(db(), "SELECT status || ' ' || attempts FROM outbox_events") == "DEAD 3");
   CHECK(query_value(db(), "SELECT reason FROM dead_letter_events") == "MAX_RETRIES_EXCEEDED");
 }
@@ -669,7 +670,10 @@ TEST_CASE_FIXTURE(fixture, "dead letters are claimed with a lease and fenced lik
   CHECK(d[0].last_error == "billing: HTTP 503");
   CHECK(dlq_b.claim("dlq-b", 10, 60s).empty());
   std::this_thread::sleep_for(10ms);
-  CHECK(dlq_b.reap_expired(3) == 1);
+  auto reaped = dlq_b.reap_expired(3);
+  CHECK(reaped.returned == std::vector<std::int64_t>{d[0].id});
+  CHECK(reaped.dead_lettered.empty());
+  CHECK(reaped.attention.empty());
   auto again = dlq_b.claim("dlq-b", 10, 60s);
   REQUIRE(again.size() == 1);
   CHECK_FALSE(dlq_a.resolve(d[0], domain::engine_outcome::fanout_compensated, ""));
@@ -680,6 +684,24 @@ TEST_CASE_FIXTURE(fixture, "dead letters are claimed with a lease and fenced lik
   CHECK(dlq_a.fail(third[0], "shipping.revert: HTTP 400"));
   CHECK(query_value(db(), "SELECT status || ' ' || revert_error FROM dead_letter_events") ==
         "FAILED shipping.revert: HTTP 400");
+}
+
+TEST_CASE_FIXTURE(fixture, "a dead letter whose lease expires with no retry left is FAILED, and "
+                           "the reap says which order needs attention") {
+  add_event("12");
+  auto c = a.claim("a", 1, 60s);
+  REQUIRE(a.dead_letter(c[0], "MAX_RETRIES_EXCEEDED", "billing: HTTP 503"));
+  persistence::dlq_repository dlq(conn_a, {});
+  auto d = dlq.claim("dlq-a", 10, 1ms);
+  REQUIRE(d.size() == 1);
+  std::this_thread::sleep_for(10ms);
+  auto reaped = dlq.reap_expired(0);
+  CHECK(reaped.returned.empty());
+  CHECK(reaped.dead_lettered == std::vector<std::int64_t>{d[0].id});
+  CHECK(reaped.attention ==
+        std::vector<std::string>{fmt::format("dead letter {} (order 12)", d[0].id)});
+  CHECK(query_value(db(), "SELECT status || ' ' || revert_error FROM dead_letter_events") ==
+        "FAILED lease of dlq-a expired");
 }
 
 TEST_CASE_FIXTURE(fixture, "a dead letter waits for an earlier unfinished event of its aggregate "
@@ -776,7 +798,7 @@ TEST_CASE("an order moves only from the states its outcome moves, and only with 
   auto lost = repo.claim("a", 1, 1ms);
   REQUIRE(lost.size() == 1);
   std::this_thread::sleep_for(5ms);
-  REQUIRE(repo.reap_expired(3).returned == 1);
+  REQUIRE(repo.reap_expired(3).returned.size() == 1);
   CHECK_FALSE(repo.complete(lost[0], domain::engine_outcome::fanout_succeeded));
   CHECK_FALSE(repo.dead_letter(lost[0], "NON_RETRYABLE_ERROR", "x", "FAILED",
                                domain::engine_outcome::compensation_failed));
@@ -798,7 +820,7 @@ TEST_CASE("an order moves only from the states its outcome moves, and only with 
   add_event("1", "!OrderCreated");
   REQUIRE(repo.claim("a", 1, 1ms).size() == 1);
   std::this_thread::sleep_for(5ms);
-  CHECK(repo.reap_expired(0).dead_lettered == 1);
+  CHECK(repo.reap_expired(0).dead_lettered.size() == 1);
   CHECK(query_value(db(), "SELECT order_status || ' ' || status_reason FROM orders") ==
         "ATTENTION lease of a expired");
   CHECK(query_value(db(), "SELECT status FROM dead_letter_events WHERE reason = "

@@ -1134,6 +1134,38 @@ TEST_CASE("start-up warnings: insecureSkipVerify") {
   CHECK(insecure[0].rfind("http.routes.inventory.tls.insecureSkipVerify is true", 0) == 0);
 }
 
+TEST_CASE("server.host is an address or a host name") {
+  for (const char* good : {"0.0.0.0", "127.0.0.1", "::", "[::1]", "localhost", "outboxd-0.outboxd",
+                           "api.example.com", "10.1.2.3"}) {
+    CAPTURE(good);
+    auto r = load_with({std::string("server.host=") + good, "auth.allowAnonymous=true"});
+    CHECK(r.errors.empty());
+  }
+  CHECK_SET_ERROR("server.host=256.1.1.1",
+                  "server.host must be an IPv4 or IPv6 address or a host name, got \"256.1.1.1\"");
+  for (const char* bad : {"not a host", "-x.example", "x..y", "1.2.3", "exa_mple.com", "a.b."}) {
+    CAPTURE(bad);
+    auto r = load_with({std::string("server.host=") + bad});
+    REQUIRE_FALSE(r.errors.empty());
+    CHECK(r.errors[0].find("server.host must be an IPv4 or IPv6 address") != std::string::npos);
+    CHECK(all_errors(r).find("reached from other machines") == std::string::npos);
+  }
+}
+
+TEST_CASE("start-up warnings: a call timeout a stop would not wait for") {
+  CHECK(start_up_warnings(loaded(load_with({"http.routes.inventory.timeout=5s"}))).empty());
+  auto slow = start_up_warnings(loaded(load_with({"http.routes.inventory.timeout=25s"})));
+  REQUIRE(slow.size() == 1);
+  CHECK(slow[0].rfind("http.routes.inventory.timeout (25000ms) is longer than a stop waits for a "
+                      "call in flight",
+                      0) == 0);
+  CHECK(slow[0].find("set outbox.shutdownTimeout to at least twice the timeout") !=
+        std::string::npos);
+  CHECK(start_up_warnings(
+            loaded(load_with({"http.routes.inventory.timeout=25s", "outbox.shutdownTimeout=50s"})))
+            .empty());
+}
+
 TEST_CASE("a call timeout must be shorter than the lease of its event") {
   CHECK_SET_ERROR("outbox.leaseTimeout=5s",
                   "http.routes.inventory.timeout (5000ms) must be shorter than outbox.leaseTimeout "

@@ -627,14 +627,19 @@ TEST_CASE("a Retry-After date far away from an extreme clock reading does not ov
                           std::numeric_limits<std::int64_t>::max()) == 0ms);
 }
 
-TEST_CASE("Retry-After wins over the backoff and is clamped to the maximum") {
+TEST_CASE("Retry-After lengthens the backoff, never shortens it, and is clamped to the maximum") {
   CHECK(retry_delay(1, 5000ms, 1000ms, 60000ms, 0.0) == 5000ms);
-  CHECK(retry_delay(7, 0ms, 1000ms, 60000ms, 0.9) == 0ms);
+  // "Retry-After: 0", or a date in the past, must not spend the retries in milliseconds.
+  CHECK(retry_delay(3, 0ms, 1000ms, 60000ms, 0.0) == 2000ms);
+  CHECK(retry_delay(3, parse_retry_after("Thu, 01 Jan 1970 00:00:00 GMT", 1'700'000'000'000),
+                    1000ms, 60000ms, 0.0) == 2000ms);
+  CHECK(retry_delay(7, 0ms, 1000ms, 60000ms, 0.9) == 60000ms);
   CHECK(retry_delay(1, milliseconds(999999999000LL), 1000ms, 60000ms, 0.5) == 60000ms);
   CHECK(retry_delay(1, parse_retry_after("999999999", 0), 1000ms, 60000ms, 0.5) == 60000ms);
   CHECK(retry_delay(1, milliseconds::max(), 1000ms, 60000ms, 0.5) == 60000ms);
-  CHECK(retry_delay(1, -5000ms, 1000ms, 60000ms, 0.5) == 0ms);
-  CHECK(retry_delay(1, milliseconds::min(), 1000ms, 60000ms, 0.5) == 0ms);
+  CHECK(retry_delay(1, -5000ms, 1000ms, 60000ms, 0.5) == 750ms);
+  CHECK(retry_delay(1, milliseconds::min(), 1000ms, 60000ms, 0.5) == 750ms);
+  CHECK(retry_delay(1, 0ms, 0ms, 60000ms, 0.5) == 0ms); // no backoff configured: at once
 }
 
 TEST_CASE("the backoff doubles per retry and jitter scales it between half and all of it") {

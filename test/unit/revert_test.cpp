@@ -5,6 +5,7 @@
 #include "domain/revert.hpp"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <rapidjson/document.h>
 #include <set>
 #include <string>
@@ -108,8 +109,8 @@ const std::vector<std::string> hostile_values = {
     "a b\r\nX-Injected: 1",
     "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80",
     "{customerId}",
-    std::string(10 * 1024, 'x'),
-    std::string(10 * 1024, '/'),
+    std::string(max_url_value_bytes, 'x'),
+    std::string(max_url_value_bytes, '/'),
 };
 
 } // namespace
@@ -391,6 +392,34 @@ TEST_CASE("numbers and booleans in a URL placeholder become their JSON text") {
   auto call = build_revert(t, nullptr, &response);
   REQUIRE(call.ok());
   CHECK(call.value().url == "http://h/r/42/true/-1.5");
+}
+
+TEST_CASE("a number a double cannot hold exactly, or an overlong URL value, is an error naming the "
+          "placeholder") {
+  auto t = make_template("http://h/r/{n}", {{"n", "response:$.n"}});
+  for (const char* exact : {R"({"n":9007199254740993})", R"({"n":18446744073709551615})",
+                            R"({"n":-9223372036854775808})", R"({"n":1e15})", R"({"n":0.5})"}) {
+    auto response = parse(exact);
+    CHECK_MESSAGE(build_revert(t, nullptr, &response).ok(), exact);
+  }
+  for (const char* inexact :
+       {R"({"n":12345678901234567890123})", R"({"n":1e300})", R"({"n":-18446744073709551616})"}) {
+    auto response = parse(inexact);
+    auto call = build_revert(t, nullptr, &response);
+    REQUIRE_FALSE_MESSAGE(call.ok(), inexact);
+    CHECK(names(call.err(), "{n}"));
+    CHECK(names(call.err(), "too large to copy exactly"));
+  }
+  auto long_id = parse(fmt::format(R"({{"n":"{}"}})", std::string(max_url_value_bytes + 1, 'L')));
+  auto call = build_revert(t, nullptr, &long_id);
+  REQUIRE_FALSE(call.ok());
+  CHECK(names(call.err(), "{n}"));
+  CHECK(names(call.err(), "2049 bytes long"));
+  auto longest = parse(fmt::format(R"({{"n":"{}"}})", std::string(max_url_value_bytes, 'L')));
+  CHECK(build_revert(t, nullptr, &longest).ok());
+  // In a body, a long value is a string like any other.
+  auto in_body = make_template("http://h/r", {{"n", "response:$.n"}}, R"({"id":"{n}"})");
+  CHECK(build_revert(in_body, nullptr, &long_id).ok());
 }
 
 TEST_CASE("a missing or null value is an error naming the placeholder") {

@@ -26,3 +26,19 @@ TEST_CASE("credential values are masked wherever an answer echoes them") {
   CHECK(mask_secrets("sk_live_12345sk_live_12345", secrets) == "******");
   CHECK(mask_secrets("", secrets).empty());
 }
+
+TEST_CASE("a credential echoed inside a JSON string with escapes is masked too") {
+  auto secrets = credential_values({{"Authorization", "Bearer s3cr3t/T0ken+abc"}});
+  // A slash escaped, letters as \u escapes, a surrogate pair next to it: the string is written
+  // again with the credential masked; the strings around it stay as they were sent.
+  CHECK(mask_secrets(R"({"seen":"Bearer s3cr3t\/T0ken+abc","other":"a\/b"})", secrets) ==
+        R"({"seen":"***","other":"a\/b"})");
+  CHECK(mask_secrets(R"({"seen":"\u0042earer \u0073\u0033cr3t\/T0ken+abc \ud83d\ude00 \"q\""})",
+                     secrets) == "{\"seen\":\"*** \xF0\x9F\x98\x80 \\\"q\\\"\"}");
+  // A key may carry it as well, and text around a JSON body is left alone.
+  CHECK(mask_secrets(R"(x {"s3cr3t\/T0ken+abc":1} "unterminated \/)", secrets) ==
+        R"(x {"***":1} "unterminated \/)");
+  // Escapes JSON does not have leave the string as it was.
+  CHECK(mask_secrets(R"(["s3cr3t\/T0ken+abc\x"])", secrets) == R"(["s3cr3t\/T0ken+abc\x"])");
+  CHECK(mask_secrets(R"(["nothing \/ here"])", secrets) == R"(["nothing \/ here"])");
+}

@@ -60,7 +60,15 @@ bool migrate_with_retry(const conf::settings& s) {
       auto applied = persistence::migrate(conn, options);
       for (const auto& name : applied)
         log::info("migrate", "applied {}", name);
-      log::info("migrate", "schema is at version {}", persistence::latest_migration_version());
+      const int at = persistence::applied_migration_version(conn);
+      const int known = persistence::latest_migration_version();
+      if (at > known)
+        log::warn("migrate",
+                  "schema is at version {}, newer than this binary's {}: a newer outboxd migrated "
+                  "it; this one runs on it as in a rolling upgrade, and should be replaced",
+                  at, known);
+      else
+        log::info("migrate", "schema is at version {}", at);
       return true;
     } catch (const pqxx::broken_connection& e) {
       if (std::chrono::steady_clock::now() + delay > deadline) {

@@ -211,11 +211,38 @@ std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::
   return {line, offset - line_start + 1};
 }
 
+/// The first key given twice in one object of `v` (at any depth), as a path ("outbox.poolSize").
+std::optional<std::string> duplicate_key(const Value& v, const std::string& path) {
+  if (v.IsArray()) {
+    for (rapidjson::SizeType i = 0; i < v.Size(); ++i)
+      if (auto d = duplicate_key(v[i], fmt::format("{}[{}]", path, i)))
+        return d;
+  }
+  if (!v.IsObject())
+    return std::nullopt;
+  std::set<std::string_view> seen;
+  for (const auto& m : v.GetObject()) {
+    std::string_view name(m.name.GetString(), m.name.GetStringLength());
+    auto here = path.empty() ? std::string(name) : fmt::format("{}.{}", path, name);
+    if (!seen.insert(name).second)
+      return here;
+    if (auto d = duplicate_key(m.value, here))
+      return d;
+  }
+  return std::nullopt;
+}
+
 bool parse_json(std::string_view text, std::string_view source, Document& doc,
                 std::vector<std::string>& errors) {
   auto error = domain::parse_json_bounded<parse_flags>(doc, text);
-  if (!error)
+  if (!error) {
+    // The parser keeps both; which one a reader takes is a guess the file's author cannot see.
+    if (auto key = duplicate_key(doc, "")) {
+      errors.push_back(fmt::format("{}: {} is given more than once", source, *key));
+      return false;
+    }
     return true;
+  }
   auto [line, column] = line_and_column(text, error->offset);
   errors.push_back(fmt::format("{}:{}:{}: {}", source, line, column, error->message));
   return false;

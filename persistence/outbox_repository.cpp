@@ -17,7 +17,9 @@ namespace outboxd::persistence {
 namespace {
 
 // A due event is claimed unless an earlier event of its aggregate is unfinished or the aggregate
-// has a dead letter being compensated (see claim_walk.hpp).
+// has a dead letter that is not resolved: being compensated, or FAILED and waiting for an
+// operator (a cancellation queued meanwhile must not revert around the failed compensation and
+// settle the order while its dead letter stays open). See claim_walk.hpp.
 constexpr const char* claim_tests = R"sql(AND NOT EXISTS (SELECT 1 FROM outbox_events p
                                 WHERE p.aggregate_id = e.aggregate_id
                                   AND p.aggregate_type = e.aggregate_type
@@ -25,7 +27,8 @@ constexpr const char* claim_tests = R"sql(AND NOT EXISTS (SELECT 1 FROM outbox_e
                 AND NOT EXISTS (SELECT 1 FROM dead_letter_events d
                                 WHERE d.aggregate_id = e.aggregate_id
                                   AND d.aggregate_type = e.aggregate_type
-                                  AND d.status IN ('PENDING', 'PROCESSING') OFFSET 0))sql";
+                                  AND d.status IN ('PENDING', 'PROCESSING', 'FAILED')
+                                OFFSET 0))sql";
 constexpr const char* claim_returns =
     R"sql(e.id, e.lease_token, e.aggregate_type, e.aggregate_id, e.event_type, e.payloads::text,
           e.attempts, EXISTS (SELECT 1 FROM aggregate_results r WHERE r.event_id = e.id OFFSET 0),

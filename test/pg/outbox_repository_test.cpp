@@ -160,7 +160,7 @@ TEST_CASE_FIXTURE(fixture,
   CHECK(next[0].id == second);
 }
 
-TEST_CASE_FIXTURE(fixture, "an aggregate with a pending dead letter is not claimed") {
+TEST_CASE_FIXTURE(fixture, "an aggregate with a pending or failed dead letter is not claimed") {
   auto first = add_event("9");
   auto second = add_event("9", "!OrderCreated");
   auto claimed = a.claim("a", 10, 60s);
@@ -169,6 +169,10 @@ TEST_CASE_FIXTURE(fixture, "an aggregate with a pending dead letter is not claim
   CHECK(query_value(db(), "SELECT reason || ' ' || status || ' ' || last_error FROM "
                           "dead_letter_events") == "NON_RETRYABLE_ERROR PENDING billing: HTTP 400");
   CHECK(a.claim("a", 10, 60s).empty()); // the cancellation waits for the compensation
+  // A compensation that failed (the order in ATTENTION) holds the cancellation until an
+  // operator's redrive resolves it.
+  exec("UPDATE dead_letter_events SET status = 'FAILED'");
+  CHECK(a.claim("a", 10, 60s).empty());
   exec("UPDATE dead_letter_events SET status = 'PROCESSED'");
   auto next = a.claim("a", 10, 60s);
   REQUIRE(next.size() == 1);

@@ -1134,6 +1134,18 @@ TEST_CASE("start-up warnings: insecureSkipVerify") {
   CHECK(insecure[0].rfind("http.routes.inventory.tls.insecureSkipVerify is true", 0) == 0);
 }
 
+TEST_CASE("a key given twice in one object of a configuration file is an error naming it") {
+  CHECK_ERROR(load_file(R"({"outbox": {"poolSize": 2, "batchSize": 10, "poolSize": 8}})"),
+              "outbox.poolSize is given more than once");
+  CHECK_ERROR(load_file(R"({"http": {"routes": {"shipping": {"routes": [{"url": "http://a/x", )"
+                        R"("url": "http://b/x"}]}}}})"),
+              "http.routes.shipping.routes[0].url is given more than once");
+  // The same key in two objects is two keys.
+  auto r = load_file(R"({"outbox": {"poolSize": 2}, "dlq": {"maxRetries": 2},
+                         "server": {"port": 8080}})");
+  CHECK(r.errors.empty());
+}
+
 TEST_CASE("server.host is an address or a host name") {
   for (const char* good : {"0.0.0.0", "127.0.0.1", "::", "[::1]", "localhost", "outboxd-0.outboxd",
                            "api.example.com", "10.1.2.3"}) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <csignal>
 #include <doctest/doctest.h>
+#include <thread>
 
 using namespace outboxd::test;
 using namespace std::chrono_literals;
@@ -295,6 +296,45 @@ TEST_CASE("a compensation that fails for good needs attention, and a redrive fin
   auto a = attempts(p.timeline(id));
   CHECK(count(a, "shipping.revert:success") == 1); // not reverted again on the redrive
   CHECK(count(a, "inventory.revert:success") == 1);
+  check_consistent(p);
+}
+
+TEST_CASE("a cancellation asked for during a compensation that then fails waits for the redrive "
+          "instead of reverting around it") {
+  outboxd_process p("attention-cancel", fresh_database("outboxd_e2e_attention_cancel"),
+                    {"--set", "dlq.maxRetries=1"});
+  p.wait_ready();
+  p.knobs(R"({"billing.charge":{"failNext":1,"failureStatus":400},
+              "inventory.release":{"failureRate":1.0,"failureStatus":500,"retryAfter":0,
+                                   "latencyMs":1500}})");
+  p.create_order();
+  auto id = p.create_order();
+  auto path = "/api/orders/" + std::to_string(id);
+  REQUIRE(wait_until([&] { return p.timeline(id).json["deadLetters"].Size() == 1; }, 20s));
+  CHECK(p.client().post(path + "/cancel", "").status == 202); // the order is still PENDING
+  CHECK(p.wait_status(id, "ATTENTION") == "ATTENTION");
+  // The cancellation waits while the failed dead letter is open: no second dead letter, no
+  // revert of its own.
+  std::this_thread::sleep_for(3s);
+  auto t = p.timeline(id);
+  CHECK(t.str("/order/status") == "ATTENTION");
+  REQUIRE(t.json["deadLetters"].Size() == 1);
+  CHECK(t.str("/deadLetters/0/status") == "FAILED");
+  CHECK(t.str("/events/1/eventType") == "!OrderCreated");
+  CHECK(t.str("/events/1/status") == "PENDING");
+  p.knobs(R"({"inventory.release":{"failureRate":0,"latencyMs":0}})");
+  CHECK(p.client()
+            .post("/api/dlq/" + std::to_string(t.num("/deadLetters/0/id")) + "/retry", "")
+            .status == 202);
+  CHECK(p.wait_status(id, "FAILED") == "FAILED");
+  // Then the cancellation runs, finds everything reverted, and leaves the order FAILED.
+  REQUIRE(wait_until([&] { return p.timeline(id).str("/events/1/status") == "PROCESSED"; }, 20s));
+  t = p.timeline(id);
+  CHECK(t.str("/order/status") == "FAILED");
+  CHECK(t.json["deadLetters"].Size() == 1);
+  auto a = attempts(t);
+  CHECK(count(a, "inventory.revert:success") == 1);
+  CHECK(count(a, "shipping.revert:success") == 1);
   check_consistent(p);
 }
 

@@ -287,10 +287,13 @@ private:
 
   void finish_stop() {
     if (!running_.empty()) {
+      std::vector<std::int64_t> ids;
+      for (const auto& [run, it] : running_)
+        ids.push_back(it->id);
       log::warn(tag_,
                 "{} run(s) still in flight at the shutdown timeout, dropped (their leases "
-                "expire)",
-                running_.size());
+                "expire): {}",
+                running_.size(), fmt::join(ids, ", "));
       driver_->cancel_all();
       running_.clear();
     }

@@ -292,9 +292,9 @@ TEST_CASE_FIXTURE(hostile_fixture,
   check_healthy();
 }
 
-TEST_CASE_FIXTURE(hostile_fixture,
-                  "a 10 KB id makes a revert URL the remote refuses; it is recorded and needs an "
-                  "operator") {
+TEST_CASE_FIXTURE(
+    hostile_fixture,
+    "a 10 KB id is not made into a revert URL; it is recorded and needs an operator") {
   remote.script("reserve",
                 {status(200, R"({"reservationId":")" + std::string(10240, 'x') + R"("})")});
   remote.script("fraud", {status(400, R"({"error":"bad request"})")});
@@ -302,6 +302,10 @@ TEST_CASE_FIXTURE(hostile_fixture,
   CHECK(st == "ATTENTION");
   auto a = attempts(id);
   REQUIRE(a.size() >= 3);
-  CHECK(a[2].rfind("inventory.revert:non_retryable:414", 0) == 0);
+  CHECK(a[2] == "inventory.revert:non_retryable:0:revert cannot be built: revert url placeholder "
+                "{reservationId} is 10240 bytes long, over the 2048 a URL takes");
+  // No request with a 10 KB URL went out.
+  for (const auto& r : remote.requests())
+    CHECK(r.size() < 4096);
   check_healthy();
 }

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fmt/format.h>
 #include <optional>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 namespace outboxd::domain {
 namespace {
@@ -55,117 +57,25 @@ bool replace_secrets(std::string& text, const std::vector<std::string>& secrets)
   return found;
 }
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  c = static_cast<char>(c | 0x20);
-  return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/// The four hex digits at `s`, or -1.
-long hex4(std::string_view s) {
-  if (s.size() < 4)
-    return -1;
-  long v = 0;
-  for (int i = 0; i < 4; ++i) {
-    int d = hex_digit(s[i]);
-    if (d < 0)
-      return -1;
-    v = v * 16 + d;
-  }
-  return v;
-}
-
-void append_utf8(std::string& out, long cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-/// The characters of a JSON string's inside (between its quotes), its escapes decoded; nullopt
-/// for an escape JSON does not have.
-std::optional<std::string> json_unescape(std::string_view in) {
-  std::string out;
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '\\') {
-      out += in[i];
-      continue;
-    }
-    if (++i == in.size())
-      return std::nullopt;
-    switch (in[i]) {
-    case '"':
-      out += '"';
-      break;
-    case '\\':
-      out += '\\';
-      break;
-    case '/':
-      out += '/';
-      break;
-    case 'b':
-      out += '\b';
-      break;
-    case 'f':
-      out += '\f';
-      break;
-    case 'n':
-      out += '\n';
-      break;
-    case 'r':
-      out += '\r';
-      break;
-    case 't':
-      out += '\t';
-      break;
-    case 'u': {
-      long cp = hex4(in.substr(i + 1));
-      if (cp < 0)
-        return std::nullopt;
-      i += 4;
-      if (cp >= 0xD800 && cp < 0xDC00 && in.substr(i + 1, 2) == "\\u") {
-        long low = hex4(in.substr(i + 3));
-        if (low >= 0xDC00 && low < 0xE000) {
-          cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          i += 6;
-        }
-      }
-      append_utf8(out, cp);
-      break;
-    }
-    default:
-      return std::nullopt;
-    }
-  }
-  return out;
+/// The characters of a JSON string whose inside (between its quotes) is `inside`, its escapes
+/// decoded; nullopt when it is not a valid JSON string.
+std::optional<std::string> json_unescape(std::string_view inside) {
+  std::string literal;
+  literal.reserve(inside.size() + 2);
+  literal.append(1, '"').append(inside).append(1, '"');
+  rapidjson::Document d;
+  d.Parse(literal.data(), literal.size());
+  if (d.HasParseError() || !d.IsString())
+    return std::nullopt;
+  return std::string(d.GetString(), d.GetStringLength());
 }
 
 /// `s` as the inside of a JSON string.
 std::string json_escape(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      out += fmt::format("\\u{:04x}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
+  rapidjson::StringBuffer out;
+  rapidjson::Writer<rapidjson::StringBuffer> w(out);
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  return std::string(out.GetString() + 1, out.GetSize() - 2);
 }
 
 } // namespace

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <queue>
+#include <string_view>
 #include <vector>
 
 namespace outboxd::actors {
@@ -89,6 +90,10 @@ public:
   /// (and before the wait), so no run waits on it past drive(). Returns how many runs were
   /// resumed.
   std::size_t drive(std::chrono::milliseconds max_wait);
+
+  /// Ends the calls in flight without their answers: the next drive() resumes their runs with a
+  /// transport error reading `why` (so that each can record its call). Returns how many.
+  std::size_t abandon_calls(std::string_view why) { return calls_.abandon_all(why); }
 
   /// Ends every run where it waits, without resuming it: its calls are dropped, its frame
   /// destroyed (a permit it held frees its slot), its `done` never called.

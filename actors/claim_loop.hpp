@@ -92,8 +92,13 @@ public:
   void process_next() {
     driving_ = false;
     if (stopping_) {
-      if (running_.empty() || clock::now() >= stop_deadline_)
+      if (running_.empty())
         return finish_stop();
+      if (clock::now() >= stop_deadline_) {
+        if (!grace_)
+          return finish_stop();
+        abandon_calls();
+      }
     } else {
       release_stale_claims();
       start_runs();
@@ -113,9 +118,12 @@ public:
   }
 
   /// Stops claiming and starting, hands the unstarted claims back, and calls `stopped` once the
-  /// runs in flight have ended (they finish their call and stop at the next step), or when
-  /// `timeout` passed (then they are dropped where they wait; their leases expire).
-  void stop(std::chrono::milliseconds timeout, std::function<void()> stopped) {
+  /// runs in flight have ended (they finish their call and stop at the next step). When `timeout`
+  /// passes first, the calls still in flight are abandoned and their runs get `grace` more to
+  /// record them (each as a call without an answer, which the item's retry then follows); what
+  /// is left after that is dropped where it waits (its lease expires).
+  void stop(std::chrono::milliseconds timeout, std::chrono::milliseconds grace,
+            std::function<void()> stopped) {
     stopping_ = true;
     try {
       hand_back([](const item&) { return true; }, "at the stop");
@@ -125,6 +133,7 @@ public:
     queue_.clear();
     on_stopped_ = std::move(stopped);
     stop_deadline_ = clock::now() + timeout;
+    grace_ = grace;
     if (!running_.empty())
       log::info(tag_, "waiting for {} run(s) in flight to end", running_.size());
     kick();
@@ -285,6 +294,22 @@ private:
     }
   }
 
+  /// The stop's timeout passed with calls in flight: they end without their answers, and the
+  /// runs get the grace period to record them.
+  void abandon_calls() {
+    std::vector<std::int64_t> ids;
+    for (const auto& [run, it] : running_)
+      ids.push_back(it->id);
+    stop_deadline_ = clock::now() + *std::exchange(grace_, std::nullopt);
+    const auto calls = driver_->abandon_calls(
+        "abandoned without an answer: outboxd was stopping and outbox.shutdownTimeout ran out "
+        "(the partner may have received the request)");
+    log::warn(tag_,
+              "{} run(s) still in flight at the shutdown timeout ({}); {} call(s) abandoned "
+              "without an answer, to be recorded and retried",
+              running_.size(), fmt::join(ids, ", "), calls);
+  }
+
   void finish_stop() {
     if (!running_.empty()) {
       std::vector<std::int64_t> ids;
@@ -329,6 +354,7 @@ private:
   bool driving_ = false;    // a process message is on its way
   bool stopping_ = false;
   clock::time_point stop_deadline_;
+  std::optional<std::chrono::milliseconds> grace_; // unused yet: the calls were not abandoned
   std::function<void()> on_stopped_;
 };
 

@@ -196,7 +196,8 @@ caf::behavior dlq_processor(dlq_actor* self, context_ptr ctx, int index, caf::ac
       [self](process_atom) { self->state.loop->process_next(); },
       [self, ctx](stop_atom) -> caf::result<bool> {
         auto rp = self->make_response_promise<bool>();
-        self->state.loop->stop(ctx->settings.outbox.shutdown_timeout / 2, [self, rp]() mutable {
+        const auto timeout = ctx->settings.outbox.shutdown_timeout;
+        self->state.loop->stop(timeout / 2, timeout / 8, [self, rp]() mutable {
           rp.deliver(true);
           self->quit();
         });

@@ -156,7 +156,7 @@ caf::behavior outbox_processor(processor* self, context_ptr ctx, int index, caf:
           self->quit();
         };
         const auto timeout = st.ctx->settings.outbox.shutdown_timeout;
-        st.loop->stop(timeout * 3 / 4, finish);
+        st.loop->stop(timeout * 3 / 4, timeout / 8, finish);
         self->request(st.dlq, timeout, stop_atom::value)
             .then([finish](bool) mutable { finish(); },
                   [finish](caf::error&) mutable { finish(); });

@@ -190,6 +190,18 @@ void multi_caller::send() {
     on_timeout();
 }
 
+std::size_t multi_caller::abandon_all(std::string_view why) {
+  const auto n = running_.size();
+  for (auto& [easy, r] : running_) {
+    curl_multi_remove_handle(multi_of(multi_), static_cast<CURL*>(easy));
+    auto result = r->t.finish(CURLE_ABORTED_BY_CALLBACK); // its duration so far, no answer
+    result.error = why;
+    ready_.emplace_back(std::move(r->done), std::move(result));
+  }
+  running_.clear();
+  return n;
+}
+
 void multi_caller::cancel_all() {
   for (auto& [easy, r] : running_)
     curl_multi_remove_handle(multi_of(multi_), static_cast<CURL*>(easy));

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 namespace outboxd::client {
@@ -44,6 +45,10 @@ public:
 
   /// Calls started and not yet handed to their completion.
   std::size_t in_flight() const { return running_.size() + ready_.size(); }
+
+  /// Ends every call in flight without waiting for its answer: the next run() hands each to its
+  /// completion as a transport error reading `why`. Returns how many.
+  std::size_t abandon_all(std::string_view why);
 
   /// Drops every call in flight without calling its completion (shutdown, or its owner is gone).
   void cancel_all();

@@ -1722,7 +1722,7 @@ std::vector<std::string> start_up_warnings(const settings& s) {
       out.push_back(fmt::format(
           "http.routes.{}.timeout ({}) is longer than a stop waits for a call in flight (half of "
           "outbox.shutdownTimeout for a revert, three quarters for a delivery; {}): such a call "
-          "is dropped unrecorded and its event waits for its lease to expire; set "
+          "is abandoned without its answer and retried after the restart; set "
           "outbox.shutdownTimeout to at least twice the timeout",
           name, ms_text(d.timeout), ms_text(s.outbox.shutdown_timeout)));
   }

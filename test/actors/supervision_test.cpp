@@ -531,3 +531,73 @@ TEST_CASE("a stop does not hang on a statement that waits for a lock: it is canc
   CHECK(event_status(event) != "PROCESSED");
   CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results") == "0");
 }
+
+TEST_CASE("a call still in flight at the shutdown timeout is abandoned, recorded and retried, not "
+          "left to its lease") {
+  truncate_all(db());
+  sink destination;
+  destination.hold(); // answers only after the stop has given up on it
+  auto event = insert_event("thing", "t1");
+  auto settings = test_settings(destination);
+  settings.outbox.shutdown_timeout = 1s;
+  actors::engine eng(settings, {});
+  eng.start();
+  REQUIRE(eventually([&] { return destination.entered() == 1; }));
+
+  const auto begun = steady_clock::now();
+  eng.stop();
+  CHECK(steady_clock::now() - begun < settings.outbox.shutdown_timeout);
+  destination.release();
+
+  // One row for the call that was made, without an answer, saying why.
+  CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results WHERE event_id = " + event) ==
+        "1");
+  CHECK(query_value(db(), "SELECT outcome || ' ' || coalesce(response_status::text, 'none') || "
+                          "' ' || attempt FROM aggregate_results WHERE event_id = " +
+                              event) == "retryable none 1");
+  CHECK(query_value(db(), "SELECT error_message FROM aggregate_results WHERE event_id = " + event)
+            .find("abandoned without an answer: outboxd was stopping") != std::string::npos);
+  // The event is due again like any retry (an attempt spent), its lease given up.
+  CHECK(query_value(db(), "SELECT status || ' ' || attempts || ' ' || (lease_token IS NULL) || ' ' "
+                          "|| (next_retry_at IS NOT NULL) FROM outbox_events WHERE id = " +
+                              event) == "PENDING 1 true true");
+}
+
+TEST_CASE("a revert still in flight at the shutdown timeout is abandoned, recorded and retried") {
+  truncate_all(db());
+  sink destination;
+  auto settings = test_settings(destination);
+  settings.outbox.shutdown_timeout = 1s;
+  domain::revert_template revert;
+  revert.url = destination.url();
+  revert.method = "POST";
+  settings.http.destinations["sink"].routes[0].revert = revert;
+  // A dead letter whose event called the sink once, successfully: its compensation reverts that.
+  auto letter = insert_dead_letter("thing", "t1");
+  auto event =
+      query_value(db(), "SELECT original_event_id FROM dead_letter_events WHERE id = " + letter);
+  query_value(db(),
+              fmt::format("INSERT INTO aggregate_results (event_id, aggregate_type, aggregate_id, "
+                          "event_type, destination, fanout_order, attempt, endpoint_url, "
+                          "http_method, request_payload, response_status, response_payload, "
+                          "outcome) VALUES ({}, 'thing', 't1', 'Thing', 'sink', 0, 1, '{}', "
+                          "'POST', '{{}}', 200, '{{\"ok\": true}}', 'success') RETURNING id",
+                          event, destination.url()));
+  destination.hold();
+  actors::engine eng(settings, {});
+  eng.start();
+  REQUIRE(eventually([&] { return destination.entered() == 1; }));
+
+  eng.stop();
+  destination.release();
+
+  CHECK(query_value(db(), "SELECT outcome || ' ' || coalesce(response_status::text, 'none') "
+                          "FROM aggregate_results WHERE destination = 'sink.revert'") ==
+        "retryable none");
+  CHECK(query_value(db(), "SELECT error_message FROM aggregate_results WHERE destination = "
+                          "'sink.revert'")
+            .find("abandoned without an answer") != std::string::npos);
+  CHECK(query_value(db(), "SELECT status || ' ' || attempts || ' ' || (lease_token IS NULL) "
+                          "FROM dead_letter_events WHERE id = " +
+                              letter) == "PENDING 1 true");
+}

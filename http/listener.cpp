@@ -42,6 +42,13 @@ void declare_empty_body(const httplib::Request& req) {
   const_cast<httplib::Request&>(req).set_header("Content-Length", "0");
 }
 
+/// Every answer is sent whole: the library would otherwise honour a `Range` header on any route,
+/// overlapping ranges included, and build a multipart answer of up to thousands of copies of the
+/// body in memory (an 8 KB request made a 100 MB answer). Nothing served here is worth resuming.
+void serve_whole_bodies(const httplib::Request& req) {
+  const_cast<httplib::Request&>(req).ranges.clear(); // as declare_empty_body
+}
+
 /// Whether `path` is one `pattern` (a documented path, `{name}` for any one segment) names.
 bool path_matches(std::string_view pattern, std::string_view path) {
   for (;;) {
@@ -170,7 +177,10 @@ listener::listener(const conf::server_settings& settings, std::string component,
   });
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     declare_empty_body(req);
+    serve_whole_bodies(req);
     res.set_header("X-Request-Id", next_request_id());
+    // No answer is to be read as another type than the one it declares.
+    res.set_header("X-Content-Type-Options", "nosniff");
     if (on_request_)
       on_request_(req, res);
     answer_cors(req, res);
@@ -254,6 +264,10 @@ void listener::route(std::string_view method, std::string path, route_kind kind,
   auto handle = [this, needs, kind, run = std::move(route_handle),
                  route_template = path](const httplib::Request& req, httplib::Response& res) {
     last_route = {route_template, kind};
+    // Answers are of the moment and may hold customers' data: no cache keeps them (the web UI's
+    // files say their own policy).
+    if (kind != route_kind::static_file)
+      res.set_header("Cache-Control", "no-store");
     policy_.authorize(req, needs);
     if (changes_state(req.method))
       policy_.check_forgery(req, kind == route_kind::api);

@@ -26,6 +26,16 @@ bool is_token_char(char c) {
          std::string_view("-!#$%&'*+.^_`|~").find(c) != std::string_view::npos;
 }
 
+/// A field value holds visible characters, spaces, tabs and bytes over 0x7F (RFC 9110 5.5): a NUL
+/// (where the library's reading would end the value, while a proxy reads on), a bare CR or
+/// another control is refused.
+bool is_field_value(std::string_view value) {
+  return std::none_of(value.begin(), value.end(), [](char c) {
+    auto byte = static_cast<unsigned char>(c);
+    return (byte < 0x20 && byte != '\t') || byte == 0x7f;
+  });
+}
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
     s.remove_prefix(1);
@@ -96,6 +106,7 @@ request_frame frame_request(std::string_view bytes, std::size_t max_header_bytes
   bool chunked = false;
   bool transfer_encoding = false;
   bool expects_continue = false;
+  int hosts = 0;
   auto line_start = bytes.find(crlf) + crlf.size(); // after the request line
   while (line_start < head_end + crlf.size()) {
     auto line_end = bytes.find(crlf, line_start);
@@ -112,6 +123,10 @@ request_frame frame_request(std::string_view bytes, std::size_t max_header_bytes
     if (!std::all_of(name.begin(), name.end(), is_token_char))
       return {kind::malformed};
     auto value = trim(line.substr(colon + 1));
+    if (!is_field_value(value))
+      return {kind::malformed};
+    if (iequals(name, "Host") && ++hosts > 1) // which one names the server? (RFC 9112 3.2)
+      return {kind::malformed};
     if (iequals(name, "Content-Length")) {
       auto length = parse_length(value);
       if (!length || (content_length && *content_length != *length))

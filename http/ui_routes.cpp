@@ -34,7 +34,6 @@ void serve(listener& routes, const std::string& path, std::string_view file,
   routes.route("GET", path, route_kind::static_file, access::open,
                [content, content_type](const httplib::Request&, httplib::Response& res) {
                  res.set_header("Cache-Control", "no-cache");
-                 res.set_header("X-Content-Type-Options", "nosniff");
                  res.set_header("Content-Security-Policy", content_security_policy);
                  res.set_header("Referrer-Policy", "no-referrer");
                  res.set_content(content.data(), content.size(), content_type);

@@ -72,6 +72,18 @@ TEST_CASE("framings that could smuggle a request are malformed") {
         kind::complete);
 }
 
+TEST_CASE("field values with a NUL or another control, and a second Host, are malformed") {
+  using namespace std::string_literals;
+  for (const auto& line : {"Authorization: Bearer abc\0junk"s, "X-A: a\rb"s, "X-A: a\x01"s,
+                           "X-A: \x7f"s, "Host: other"s}) {
+    CAPTURE(line);
+    CHECK(frame("GET /x HTTP/1.1\r\nHost: x\r\n" + line + "\r\n\r\n").what == kind::malformed);
+  }
+  // Tabs, spaces and bytes beyond ASCII (UTF-8 text, obs-text) are a value's own.
+  CHECK(frame("GET /x HTTP/1.1\r\nHost: x\r\nX-A: a\tb c \xc3\xa9\xff\r\n\r\n").what ==
+        kind::complete);
+}
+
 TEST_CASE("a header block beyond the limit is refused without waiting for its end") {
   CHECK(frame("GET / HTTP/1.1\r\nX: " + std::string(header_limit, 'a')).what ==
         kind::headers_too_large);

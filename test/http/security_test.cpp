@@ -323,3 +323,51 @@ TEST_CASE("a request's method and path are logged with nothing that could fake t
         "/api/inventory/caf%C3%A9/release%7F");
   CHECK(http::loggable("GET") == "GET");
 }
+
+TEST_CASE("a Range header gets the whole answer once, never a multipart copy of it") {
+  served_server s(true);
+  int port = s.start();
+  std::string ranges = "bytes=0-";
+  for (int i = 0; i < 500; ++i)
+    ranges += ",0-";
+  for (const char* path : {"/", "/ui/app.js", "/healthz"}) {
+    CAPTURE(path);
+    raw_connection plain(port);
+    plain.send(fmt::format("GET {} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path));
+    auto whole = plain.read_response(std::chrono::seconds(5));
+    raw_connection ranged(port);
+    ranged.send(
+        fmt::format("GET {} HTTP/1.1\r\nHost: 127.0.0.1\r\nRange: {}\r\n\r\n", path, ranges));
+    auto r = ranged.read_response(std::chrono::seconds(5));
+    CHECK(r.status == 200);
+    CHECK(r.body.size() == whole.body.size());
+    CHECK(r.head.find("multipart/byteranges") == std::string::npos);
+  }
+}
+
+TEST_CASE("answers say not to sniff their type, and the API's not to be cached") {
+  served_server s(true);
+  http_client client(s.start());
+  for (const char* path : {"/api/orders", "/metrics", "/healthz", "/no-such-route"}) {
+    CAPTURE(path);
+    auto r = client.get(path);
+    CHECK(r.header("X-Content-Type-Options") == "nosniff");
+    if (std::string(path) != "/no-such-route")
+      CHECK(r.header("Cache-Control") == "no-store");
+  }
+  auto page = client.get("/");
+  CHECK(page.header("X-Content-Type-Options") == "nosniff");
+  CHECK(page.header("Cache-Control") == "no-cache"); // the UI's files: revalidated, not stored
+  CHECK(page.headers.count("X-Content-Type-Options") == 1);
+}
+
+TEST_CASE("a NUL in a header value, or a second Host, is a malformed request") {
+  served_server s(true);
+  int port = s.start();
+  using namespace std::string_literals;
+  for (const auto& extra : {"Authorization: Bearer abc\0junk\r\n"s, "Host: elsewhere\r\n"s}) {
+    raw_connection c(port);
+    c.send("GET /api/orders HTTP/1.1\r\nHost: 127.0.0.1\r\n" + extra + "\r\n");
+    CHECK(c.read_response(std::chrono::seconds(5)).status == 400);
+  }
+}

@@ -14,7 +14,7 @@ std::unique_ptr<simulator::simulator> install_served_routes(http::listener& rout
   simulator::ledger_source ledger = simulator::remote_ledger(settings.simulator.base_url);
   if (settings.simulator.enabled) {
     sim = std::make_unique<simulator::simulator>(settings.simulator);
-    sim->install(routes);
+    sim->install(routes, simulator::partner_callers::this_machine);
     // The simulator object itself, not the unique_ptr: the caller may move the pointer.
     ledger = [in_process = sim.get()] { return in_process->ledger(); };
   }

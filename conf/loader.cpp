@@ -1707,10 +1707,9 @@ std::vector<std::string> start_up_warnings(const settings& s) {
                               "is served to anyone without a token",
                               s.server.host));
   if (s.simulator.enabled && !is_loopback_host(s.server.host))
-    out.push_back("simulator.enabled is true on a reachable address: the simulated services "
-                  "(/api/inventory, /api/billing, ...) take calls from anyone, as a partner's "
-                  "sandbox would; set it to "
-                  "false where real partners are called");
+    out.push_back("simulator.enabled is true on a reachable address: the orders go to the "
+                  "simulated services (/api/inventory, /api/billing, ...), which answer this "
+                  "machine only; set it to false where real partners are called");
   // A stop gives the deliveries in flight 3/4 of outbox.shutdownTimeout and the reverts 1/2.
   const auto stop_wait = s.outbox.shutdown_timeout / 2;
   for (const auto& [name, d] : s.http.destinations) {

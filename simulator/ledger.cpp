@@ -1,15 +1,24 @@
 // Ledger bookkeeping: ids, sequence numbers and the clock; the JSON is ledger_entry.cpp's.
 #include "simulator/ledger.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fmt/format.h>
+#include <malloc.h>
 
 namespace outboxd::simulator {
 namespace {
 
 // Never reset, so that ids stay unique across ledger resets too.
 std::atomic<std::uint64_t> serial{0};
+
+/// What an entry holds, roughly: its strings and its place in the containers.
+std::size_t size_of(const ledger_entry& e) {
+  return sizeof(ledger_entry) + 64 + 2 * e.id.size() + e.aggregate_id.size() + e.operation.size() +
+         e.kind.size() + e.notification_type.value_or("").size() +
+         e.idempotency_key.value_or("").size();
+}
 
 } // namespace
 
@@ -19,7 +28,9 @@ std::int64_t now_ms() {
       .count();
 }
 
-side_effect_ledger::side_effect_ledger() : started_at_ms_(now_ms()) {}
+side_effect_ledger::side_effect_ledger(std::size_t max_entries, std::size_t max_bytes)
+    : max_entries_(std::max<std::size_t>(1, max_entries)), max_bytes_(max_bytes),
+      started_at_ms_(now_ms()) {}
 
 std::string side_effect_ledger::make_id(std::string_view prefix, std::string_view middle) {
   return fmt::format("{}-{}-{}-{}", prefix, middle, now_ms(), ++serial);
@@ -37,13 +48,26 @@ ledger_entry side_effect_ledger::apply(const side_effect& effect) {
   e.id =
       fmt::format("{}-{}-{}-{}", effect.id_prefix, effect.aggregate_id, e.applied_at_ms, ++serial);
   e.applied_seq = ++seq_;
-  by_id_.emplace(e.id, entries_.size());
+  by_id_.emplace(e.id, forgotten_ + entries_.size());
+  bytes_ += size_of(e);
   entries_.push_back(e);
+  forget_oldest();
   return e;
 }
 
-revert_result side_effect_ledger::revert_entry(std::size_t index) {
-  auto& e = entries_[index];
+void side_effect_ledger::forget_oldest() {
+  while (entries_.size() > 1 && (entries_.size() > max_entries_ || bytes_ > max_bytes_)) {
+    const auto& oldest = entries_.front();
+    // Orders created up to the forgotten entry's moment may have had it: unchecked from now on.
+    started_at_ms_ = std::max(started_at_ms_, oldest.applied_at_ms + 1);
+    bytes_ -= size_of(oldest);
+    by_id_.erase(oldest.id);
+    entries_.pop_front();
+    ++forgotten_;
+  }
+}
+
+revert_result side_effect_ledger::revert_entry(ledger_entry& e) {
   ++e.revert_requests;
   if (e.reverted)
     return {revert_result::kind::already_reverted, e};
@@ -56,19 +80,20 @@ revert_result side_effect_ledger::revert_entry(std::size_t index) {
 revert_result side_effect_ledger::revert(std::string_view forward_operation, std::string_view id) {
   std::lock_guard lock(mutex_);
   auto it = by_id_.find(std::string(id));
-  if (it == by_id_.end() || entries_[it->second].operation != forward_operation)
+  if (it == by_id_.end())
     return {};
-  return revert_entry(it->second);
+  auto& e = entries_[it->second - forgotten_];
+  if (e.operation != forward_operation)
+    return {};
+  return revert_entry(e);
 }
 
 revert_result side_effect_ledger::revert_latest(std::string_view forward_operation,
                                                 std::string_view aggregate_id) {
   std::lock_guard lock(mutex_);
-  for (auto i = entries_.size(); i-- > 0;) {
-    const auto& e = entries_[i];
-    if (!e.reverted && e.operation == forward_operation && e.aggregate_id == aggregate_id)
-      return revert_entry(i);
-  }
+  for (auto e = entries_.rbegin(); e != entries_.rend(); ++e)
+    if (!e->reverted && e->operation == forward_operation && e->aggregate_id == aggregate_id)
+      return revert_entry(*e);
   return {};
 }
 
@@ -78,15 +103,18 @@ std::string side_effect_ledger::json(const std::optional<std::string>& aggregate
 
 ledger_snapshot side_effect_ledger::snapshot() const {
   std::lock_guard lock(mutex_);
-  return {started_at_ms_, entries_};
+  return {started_at_ms_, {entries_.begin(), entries_.end()}};
 }
 
 void side_effect_ledger::reset() {
   std::lock_guard lock(mutex_);
-  entries_.clear();
-  by_id_.clear();
+  std::deque<ledger_entry>().swap(entries_);
+  std::unordered_map<std::string, std::size_t>().swap(by_id_);
+  forgotten_ = 0;
+  bytes_ = 0;
   seq_ = 0;
   started_at_ms_ = now_ms();
+  ::malloc_trim(0); // freed memory is otherwise kept by the allocator, and RSS stays where it was
 }
 
 std::int64_t side_effect_ledger::started_at_ms() const {
@@ -101,7 +129,7 @@ std::size_t side_effect_ledger::size() const {
 
 std::vector<ledger_entry> side_effect_ledger::entries() const {
   std::lock_guard lock(mutex_);
-  return entries_;
+  return {entries_.begin(), entries_.end()};
 }
 
 } // namespace outboxd::simulator

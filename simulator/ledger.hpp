@@ -1,13 +1,17 @@
 // The simulator's ledger of side effects: what the simulated outside world did for each aggregate
 // (reservations, fraud checks, shipments, charges, high-value processings, notifications), its
 // state, and duplicates. It is what GET /api/admin/consistency compares orders with. The entry
-// type and the JSON of GET /api/simulator/ledger are in simulator/ledger_entry.hpp. The ledger
-// grows for the simulator's lifetime; reset clears it.
+// type and the JSON of GET /api/simulator/ledger are in simulator/ledger_entry.hpp. Bounded: at
+// most 200 000 entries and 64 MiB (by default), the oldest forgotten first; forgetting one moves
+// the ledger's start past it, so that the consistency check counts the orders it may have
+// concerned as unchecked instead of inconsistent. Reset clears it.
 #pragma once
 
 #include "simulator/ledger_entry.hpp"
 
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -37,7 +41,11 @@ struct revert_result {
 /// Thread-safe.
 class side_effect_ledger {
 public:
-  side_effect_ledger();
+  static constexpr std::size_t default_max_entries = 200000;
+  static constexpr std::size_t default_max_bytes = std::size_t{64} << 20;
+
+  explicit side_effect_ledger(std::size_t max_entries = default_max_entries,
+                              std::size_t max_bytes = default_max_bytes);
 
   /// Records a side effect applied now and returns it with its id, unique for the process even
   /// for two calls in the same millisecond.
@@ -60,7 +68,8 @@ public:
   /// The entries and the start time, taken together.
   ledger_snapshot snapshot() const;
 
-  /// Forgets every entry and restarts the ledger clock (startedAt = now).
+  /// Forgets every entry and restarts the ledger clock (startedAt = now); the memory goes back to
+  /// the system.
   void reset();
 
   std::int64_t started_at_ms() const;
@@ -69,13 +78,19 @@ public:
   std::vector<ledger_entry> entries() const;
 
 private:
-  revert_result revert_entry(std::size_t index);
+  revert_result revert_entry(ledger_entry& e);
+  /// Forgets the oldest entries while the bounds are exceeded.
+  void forget_oldest();
 
+  const std::size_t max_entries_;
+  const std::size_t max_bytes_;
   mutable std::mutex mutex_;
   std::int64_t started_at_ms_;
   std::int64_t seq_ = 0;
-  std::vector<ledger_entry> entries_;
-  std::unordered_map<std::string, std::size_t> by_id_;
+  std::deque<ledger_entry> entries_;
+  std::size_t forgotten_ = 0; // entries forgotten since the start: entries_[0]'s position
+  std::size_t bytes_ = 0;
+  std::unordered_map<std::string, std::size_t> by_id_; // id -> position since the start
 };
 
 /// Milliseconds since the Unix epoch, from the system clock.

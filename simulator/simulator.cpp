@@ -149,6 +149,7 @@ struct simulator::impl {
   fault_injector faults;
   idempotency_store keys;
   side_effect_ledger ledger;
+  partner_callers callers = partner_callers::anyone;
 
   ~impl() {
     if (stop_fd >= 0)
@@ -235,10 +236,20 @@ struct simulator::impl {
   }
 
   void handle(const endpoint& ep, mode how, const httplib::Request& req, httplib::Response& res) {
+    if (callers == partner_callers::this_machine && !is_loopback_peer(req.remote_addr))
+      throw http::api_error(http::error_kind::forbidden,
+                            "the simulated services inside outboxd answer only calls from this "
+                            "machine (outboxd's own); run `outboxd simulator` for a simulator "
+                            "other machines may call");
     call c{req, {}, {}, {}};
     c.view.how = how;
-    auto aggregate =
-        req.get_header_value(ep.is_revert() ? "X-Revert-Aggregate-Id" : "X-Aggregate-Id");
+    const auto* aggregate_header = ep.is_revert() ? "X-Revert-Aggregate-Id" : "X-Aggregate-Id";
+    auto aggregate = req.get_header_value(aggregate_header);
+    if (aggregate.size() > max_aggregate_id_bytes)
+      throw http::api_error(
+          http::error_kind::validation_failed,
+          fmt::format("{} is longer than {} bytes", aggregate_header, max_aggregate_id_bytes),
+          {{aggregate_header, "too long"}});
     c.view.aggregate = aggregate.empty() ? "unknown" : aggregate;
     if (ep.is_revert() && req.matches.size() > 1)
       c.view.id = req.matches[1].str();
@@ -464,7 +475,14 @@ simulator::simulator(const conf::simulator_settings& settings)
 
 simulator::~simulator() = default;
 
-void simulator::install(http::listener& routes) {
+bool is_loopback_peer(std::string_view address) {
+  if (address.rfind("::ffff:", 0) == 0) // an IPv4 peer on an IPv6 socket
+    address.remove_prefix(7);
+  return address.rfind("127.", 0) == 0 || address == "::1";
+}
+
+void simulator::install(http::listener& routes, partner_callers callers) {
+  impl_->callers = callers;
   impl_->install(routes);
 }
 

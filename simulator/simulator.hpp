@@ -38,11 +38,28 @@
 #include "http/listener.hpp"
 #include "simulator/ledger_entry.hpp"
 
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace outboxd::simulator {
+
+/// Who may call the simulated partner services.
+enum class partner_callers {
+  anyone,      ///< the standalone simulator: the outside world, open like a partner's sandbox
+  this_machine ///< inside outboxd: only loopback peers (outboxd's own calls), so that a client
+               ///< of an exposed API cannot use up the Idempotency-Keys outboxd will send (they
+               ///< are event ids, which are predictable) or write into the ledger
+};
+
+/// Whether a peer address, as the HTTP library gives it, is this machine's loopback.
+bool is_loopback_peer(std::string_view address);
+
+/// The longest X-Aggregate-Id the simulated services take (the database's aggregate ids are
+/// VARCHAR(255)); a longer one is 422.
+inline constexpr std::size_t max_aggregate_id_bytes = 255;
 
 class simulator {
 public:
@@ -57,7 +74,7 @@ public:
   /// /api/simulator/... control routes as `route_kind::api`. Handlers throw api_error, which the
   /// listener renders. The listener's access policy guards them: the partner services are open,
   /// reading config and ledger needs `read`, changing knobs and reset need `admin`.
-  void install(http::listener& routes);
+  void install(http::listener& routes, partner_callers callers = partner_callers::anyone);
 
   /// The ledger JSON of GET /api/simulator/ledger, for every aggregate or one (format in
   /// simulator/ledger_entry.hpp).

@@ -5,13 +5,18 @@
 // so a 401, 403 or 415 proves the handler did not run.
 #include "http/auth.hpp"
 #include "http/listener.hpp"
+#include "simulator/simulator.hpp"
 #include "test/http/served_server.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/raw_http.hpp"
 
+#include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <httplib.h>
+#include <ifaddrs.h>
 #include <map>
+#include <netinet/in.h>
 #include <optional>
 
 using namespace outboxd;
@@ -370,4 +375,64 @@ TEST_CASE("a NUL in a header value, or a second Host, is a malformed request") {
     c.send("GET /api/orders HTTP/1.1\r\nHost: 127.0.0.1\r\n" + extra + "\r\n");
     CHECK(c.read_response(std::chrono::seconds(5)).status == 400);
   }
+}
+
+TEST_CASE("the simulated partners inside outboxd answer this machine only") {
+  CHECK(simulator::is_loopback_peer("127.0.0.1"));
+  CHECK(simulator::is_loopback_peer("127.3.2.1"));
+  CHECK(simulator::is_loopback_peer("::1"));
+  CHECK(simulator::is_loopback_peer("::ffff:127.0.0.1"));
+  CHECK_FALSE(simulator::is_loopback_peer("192.0.2.2"));
+  CHECK_FALSE(simulator::is_loopback_peer("::ffff:10.0.0.1"));
+  CHECK_FALSE(simulator::is_loopback_peer("fd00::2"));
+  CHECK_FALSE(simulator::is_loopback_peer("1127.0.0.1"));
+  CHECK_FALSE(simulator::is_loopback_peer(""));
+
+  served_server s(true, {"server.host=0.0.0.0", "auth.allowAnonymous=true"});
+  int port = s.start();
+  const std::string reserve = R"({"orderId": 1, "items": [{"sku": "A", "quantity": 1}]})";
+  httplib::Headers headers{{"Idempotency-Key", "8:inventory"}, {"X-Aggregate-Id", "1"}};
+  httplib::Client local("127.0.0.1", port);
+  CHECK(local.Post("/api/inventory/reserve", headers, reserve, "application/json")->status == 200);
+  // The same request from this machine's address on another interface, when it has one.
+  ifaddrs* list = nullptr;
+  REQUIRE(::getifaddrs(&list) == 0);
+  std::string outside;
+  for (auto* a = list; a && outside.empty(); a = a->ifa_next)
+    if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET) {
+      char text[INET_ADDRSTRLEN] = {};
+      ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text,
+                  sizeof text);
+      if (!simulator::is_loopback_peer(text))
+        outside = text;
+    }
+  ::freeifaddrs(list);
+  if (outside.empty()) {
+    MESSAGE("no interface but loopback: the refusal of other machines is covered above only");
+    return;
+  }
+  httplib::Client remote(outside, port);
+  headers = {{"Idempotency-Key", "9:inventory"}, {"X-Aggregate-Id", "1"}};
+  auto refused = remote.Post("/api/inventory/reserve", headers, reserve, "application/json");
+  REQUIRE(refused);
+  CHECK(refused->status == 403);
+  CHECK(refused->body.find("outboxd simulator") != std::string::npos);
+  // The key was not used up: outboxd's own call with it applies.
+  CHECK(local.Post("/api/inventory/reserve", headers, reserve, "application/json")->status == 200);
+  CHECK(local.Get("/api/simulator/ledger")->body.find("9:inventory") != std::string::npos);
+  // The API itself still answers other machines (anonymous access was allowed here).
+  CHECK(remote.Get("/healthz")->status == 200);
+}
+
+TEST_CASE("a simulated partner refuses an aggregate id longer than the database takes") {
+  served_server s(true);
+  httplib::Client c("127.0.0.1", s.start());
+  httplib::Headers headers{{"X-Aggregate-Id", std::string(256, 'x')}};
+  auto r =
+      c.Post("/api/notifications/status-update", headers,
+             R"({"orderId": 1, "customerId": "c", "newStatus": "SHIPPED"})", "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 422);
+  CHECK(r->body.find("X-Aggregate-Id") != std::string::npos);
+  CHECK(c.Get("/api/simulator/ledger")->body.find("xxxx") == std::string::npos);
 }

@@ -633,7 +633,9 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
       row.endpoint_url = step.endpoint_url;
       row.http_method = "-";
       row.outcome = domain::attempt_outcome::non_retryable;
-      row.error_message = "cannot tell which configured route called " + step.endpoint_url;
+      row.error_message = dest == s.http.destinations.end()
+                              ? "cannot tell which configured route called " + step.endpoint_url
+                              : domain::route_miss(dest->second, step.endpoint_url);
       co_await record(row);
       co_return fail(row.outcome, *row.error_message);
     }

@@ -6,6 +6,7 @@
 #include "conf/json_values.hpp"
 #include "domain/json_parse.hpp"
 #include "domain/json_path.hpp"
+#include "domain/revert.hpp"
 #include "domain/routing.hpp"
 #include "domain/secrets.hpp"
 #include "simulator/knobs.hpp"
@@ -384,6 +385,23 @@ void merge(Value& target, const Value& source, allocator& alloc) {
     else
       existing->CopyFrom(m.value, alloc);
   }
+}
+
+// A destination a file says where to call (`url` or `routes`) is the file's, whole: it replaces
+// the built-in one of that name instead of merging into it, which kept the demo's revert (aimed
+// at the simulator, so that a compensation "released" a reservation the user's partner never
+// heard of) and its conditions. A file that only tunes a built-in one (its timeout, headers,
+// breaker) still merges into it.
+void drop_redefined_destinations(Value& defaults, const Value& file) {
+  const Value* http = member(file, "http");
+  const Value* routes = http ? member(*http, "routes") : nullptr;
+  Value* http_defaults = member(defaults, "http");
+  Value* built_in = http_defaults ? member(*http_defaults, "routes") : nullptr;
+  if (!routes || !routes->IsObject() || !built_in)
+    return;
+  for (const auto& m : routes->GetObject())
+    if (m.value.IsObject() && (member(m.value, "url") || member(m.value, "routes")))
+      built_in->RemoveMember(m.name);
 }
 
 struct override_target {
@@ -1154,6 +1172,8 @@ private:
       std::sort(destination_names_.begin(), destination_names_.end());
       for (const auto& d : routes->GetObject()) {
         std::string name(name_of(d.name));
+        if (!destination_name(name, child_path(o.path("routes"), name)))
+          continue;
         if (auto dest = read_destination(d.value, child_path(o.path("routes"), name), name))
           table.destinations.insert_or_assign(name, std::move(*dest));
       }
@@ -1163,6 +1183,30 @@ private:
     }
     if (const Value* fanout = o.get("fanout"))
       read_fanout(*fanout, o.path("fanout"), table);
+  }
+
+  /// A destination's name goes into the Idempotency-Key and X-Destination headers of its calls
+  /// and, with ".revert" after it, names its reverts in the audit.
+  bool destination_name(const std::string& name, const std::string& path) {
+    constexpr std::size_t longest = 100;
+    const bool ok_chars = std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    });
+    if (name.empty() || name.size() > longest || !ok_chars) {
+      fail(fmt::format("{}: a destination name must be 1 to {} letters, digits, '.', '_' or '-' "
+                       "(it is sent in the Idempotency-Key and X-Destination headers), got {}",
+                       path, longest, show(Value(rapidjson::StringRef(name.data(), name.size())))));
+      return false;
+    }
+    constexpr std::string_view reverts = ".revert";
+    if (name.size() >= reverts.size() &&
+        name.compare(name.size() - reverts.size(), reverts.size(), reverts) == 0) {
+      fail(fmt::format("{}: a destination name must not end in '.revert': the audit names the "
+                       "reverts of destination d 'd.revert'",
+                       path));
+      return false;
+    }
+    return true;
   }
 
   std::optional<domain::destination> read_destination(const Value& v, const std::string& path,
@@ -1229,10 +1273,25 @@ private:
         for (rapidjson::SizeType i = 0; i < routes->Size(); ++i)
           if (auto r = read_route((*routes)[i], index_path(o->path("routes"), i), name))
             d.routes.push_back(std::move(*r));
+        check_reverts_tell_routes_apart(d, o->path("routes"));
       }
     }
     o->report_unknown(errors_);
     return d;
+  }
+
+  /// A compensation finds the route a call took by the URL in its audit row: routes that can call
+  /// the same URL must undo it alike, or a call would be reverted with another route's template.
+  void check_reverts_tell_routes_apart(const domain::destination& d, const std::string& routes) {
+    for (std::size_t i = 0; i < d.routes.size(); ++i)
+      for (std::size_t j = i + 1; j < d.routes.size(); ++j)
+        if (!d.routes[i].url.empty() && // empty: its url was refused already
+            domain::urls_overlap(d.routes[i].url, d.routes[j].url) &&
+            !domain::same_revert(d.routes[i], d.routes[j]))
+          fail(fmt::format("{} and {} can call the same URL but revert differently: a "
+                           "compensation, which finds the route by the URL it called, could not "
+                           "tell them apart; give them different URLs, or the same revert",
+                           index_path(routes, i), index_path(routes, j)));
   }
 
   void read_breaker(const Value& v, const std::string& path, domain::breaker_settings& b) {
@@ -1749,6 +1808,7 @@ load_result load(const load_options& options) {
                                           *options.config_path, show(file)));
       return result;
     }
+    drop_redefined_destinations(doc, file);
     merge(doc, file, doc.GetAllocator());
   }
   apply_environment(doc, options.environment, result.errors);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <map>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -205,11 +206,46 @@ std::optional<error> substitute(rapidjson::Value& v, allocator& alloc, const res
 
 } // namespace
 
+bool same_revert(const route& a, const route& b) {
+  if (!a.revert || !b.revert)
+    return !a.revert && !b.revert;
+  const auto& x = *a.revert;
+  const auto& y = *b.revert;
+  auto same_extraction = [](const auto& p, const auto& q) {
+    return p.first == q.first && p.second.from == q.second.from &&
+           p.second.path.text() == q.second.path.text();
+  };
+  return x.url == y.url && x.method == y.method && x.payload_json == y.payload_json &&
+         std::equal(x.extract.begin(), x.extract.end(), y.extract.begin(), y.extract.end(),
+                    same_extraction);
+}
+
+bool urls_overlap(std::string_view a, std::string_view b) {
+  return a == b || url_matches(a, b) || url_matches(b, a);
+}
+
 const route* route_for_url(const destination& d, std::string_view called_url) {
+  const route* found = nullptr;
   for (const auto& r : d.routes)
-    if (url_matches(r.url, called_url))
-      return &r;
-  return nullptr;
+    if (url_matches(r.url, called_url)) {
+      if (found && !same_revert(*found, r))
+        return nullptr;
+      if (!found)
+        found = &r;
+    }
+  return found;
+}
+
+std::string route_miss(const destination& d, std::string_view called_url) {
+  std::vector<std::size_t> matching;
+  for (std::size_t i = 0; i < d.routes.size(); ++i)
+    if (url_matches(d.routes[i].url, called_url))
+      matching.push_back(i);
+  if (matching.size() < 2)
+    return fmt::format("cannot tell which configured route called {}", called_url);
+  return fmt::format("cannot tell which configured route called {}: routes {} of {} match it and "
+                     "revert differently",
+                     called_url, fmt::join(matching, ", "), d.name);
 }
 
 expected<revert_call> build_revert(const revert_template& t, const rapidjson::Value* request,

@@ -16,8 +16,20 @@
 namespace outboxd::domain {
 
 /// The route of `d` whose URL template produced `called_url` (the endpoint stored in the result
-/// row): `{name}` placeholders match one non-empty path segment. nullptr when none matches.
+/// row): `{name}` placeholders match one non-empty path segment. nullptr when none matches, or
+/// when routes that revert differently match (the row cannot tell which one was called; see
+/// route_miss for why).
 const route* route_for_url(const destination& d, std::string_view called_url);
+
+/// Why route_for_url found no route for `called_url`.
+std::string route_miss(const destination& d, std::string_view called_url);
+
+/// Whether two routes undo a call alike (both read-only, or the same revert template).
+bool same_revert(const route& a, const route& b);
+
+/// Whether two URL templates can produce one URL, as far as a template read as a URL tells (the
+/// other's placeholders taken as text): such routes must revert alike.
+bool urls_overlap(std::string_view a, std::string_view b);
 
 /// A revert call ready to send.
 struct revert_call {

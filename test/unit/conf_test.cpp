@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -448,6 +449,60 @@ TEST_CASE("a configuration file is merged over the defaults key by key") {
   CHECK(s.simulator.services.at("billing.charge").failure_rate == doctest::Approx(0.9));
   CHECK(s.simulator.services.at("billing.charge").failure_status == 503);
   CHECK(s.simulator.base_url == "http://127.0.0.1:9500");
+}
+
+TEST_CASE("a destination a file says where to call replaces the built-in one, revert included") {
+  auto r = load_file(R"({"http": {"routes": {
+                           "inventory": {"url": "http://mine:1/reserve"},
+                           "shipping": {"url": "http://mine:1/ship", "timeout": "2s"},
+                           "billing": {"timeout": "3s"}}}})");
+  const auto& http = loaded(r).http;
+  const auto& inventory = http.destinations.at("inventory");
+  REQUIRE(inventory.routes.size() == 1);
+  CHECK(inventory.routes[0].url == "http://mine:1/reserve");
+  CHECK_FALSE(inventory.routes[0].revert.has_value()); // the demo's release is not inherited
+  CHECK(inventory.method == "POST");
+  // The built-in shipping's two conditional routes and "required" are gone with it.
+  const auto& shipping = http.destinations.at("shipping");
+  REQUIRE(shipping.routes.size() == 1);
+  CHECK_FALSE(shipping.routes[0].when.has_value());
+  CHECK_FALSE(shipping.required);
+  CHECK(shipping.timeout == 2s);
+  // Only tuned: the built-in billing keeps its routes and reverts.
+  const auto& billing = http.destinations.at("billing");
+  CHECK(billing.timeout == 3s);
+  REQUIRE(billing.routes.size() == 2);
+  CHECK(billing.routes[0].revert.has_value());
+}
+
+TEST_CASE("destination names fit in headers and cannot pass for a revert") {
+  auto named = [](const std::string& name) {
+    return load_file(fmt::format(R"({{"http": {{"routes": {{"{0}": {{"url": "http://p:1/x"}}}},
+                                    "fanout": {{"OrderCreated": ["{0}"]}}}}}})",
+                                 name));
+  };
+  CHECK(loaded(named("pay.v2_eu-1")).http.destinations.count("pay.v2_eu-1") == 1);
+  CHECK_ERROR(named("pay.revert"), "http.routes.pay.revert: a destination name must not end in "
+                                   "'.revert'");
+  CHECK_ERROR(named("\u00c9tape6"), "a destination name must be 1 to 100 letters, digits");
+  CHECK_ERROR(named("a b"), "a destination name must be 1 to 100 letters, digits");
+  CHECK_ERROR(named(std::string(101, 'a')), "a destination name must be 1 to 100 letters");
+}
+
+TEST_CASE("routes of one destination that can call one URL must revert alike") {
+  auto r = load_file(R"({"http": {"routes": {"pay": {"routes": [
+      {"url": "http://p:1/pay", "condition": {"jsonPath": "$.c", "operator": "eq", "value": "USD"},
+       "revert": {"url": "http://p:1/pay/{tx}/refund-usd", "extract": {"tx": "response:$.id"}}},
+      {"url": "http://p:1/pay", "condition": {"jsonPath": "$.c", "operator": "eq", "value": "EUR"},
+       "revert": {"url": "http://p:1/pay/{tx}/refund-eur", "extract": {"tx": "response:$.id"}}},
+      {"url": "http://p:1/ship/{orderId}"},
+      {"url": "http://p:1/ship/express",
+       "revert": {"url": "http://p:1/express/{id}/cancel", "extract": {"id": "response:$.id"}}}]}},
+    "fanout": {"OrderCreated": ["pay"]}}})");
+  CHECK_ERROR(r, "http.routes.pay.routes[0] and http.routes.pay.routes[1] can call the same URL "
+                 "but revert differently");
+  CHECK_ERROR(r, "http.routes.pay.routes[2] and http.routes.pay.routes[3] can call the same URL");
+  CHECK(r.errors.size() == 2);
 }
 
 TEST_CASE("arrays in a configuration file replace the default array") {

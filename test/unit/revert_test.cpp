@@ -186,6 +186,32 @@ TEST_CASE("the first matching route wins and a destination without routes finds 
   CHECK(route_for_url(with_urls({}), "http://h/a") == nullptr);
 }
 
+TEST_CASE("routes that match one URL and revert differently are not guessed between") {
+  auto d = with_urls({"http://h/pay", "http://h/pay", "http://h/ship/{id}", "http://h/ship/express"});
+  revert_template usd{"http://h/pay/{tx}/refund-usd", "POST", {}, ""};
+  revert_template eur = usd;
+  eur.url = "http://h/pay/{tx}/refund-eur";
+  d.routes[0].revert = usd;
+  d.routes[1].revert = eur;
+  d.routes[2].revert = revert_template{"http://h/ship/{id}/cancel", "POST", {}, ""};
+  d.routes[3].revert = revert_template{"http://h/express/{id}/cancel", "POST", {}, ""};
+  CHECK(route_for_url(d, "http://h/pay") == nullptr);
+  CHECK(route_miss(d, "http://h/pay") ==
+        "cannot tell which configured route called http://h/pay: routes 0, 1 of test match it "
+        "and revert differently");
+  CHECK(route_for_url(d, "http://h/ship/express") == nullptr);
+  CHECK(route_for_url(d, "http://h/ship/42") == &d.routes[2]); // only one matches
+  CHECK(route_miss(d, "http://h/other") == "cannot tell which configured route called http://h/other");
+  // Alike reverts (here the same template) leave nothing to tell apart: the first one serves.
+  d.routes[1].revert = usd;
+  CHECK(route_for_url(d, "http://h/pay") == &d.routes[0]);
+  CHECK(same_revert(d.routes[0], d.routes[1]));
+  CHECK_FALSE(same_revert(d.routes[0], d.routes[2]));
+  CHECK(urls_overlap("http://h/ship/{id}", "http://h/ship/express"));
+  CHECK(urls_overlap("http://h/ship/express", "http://h/ship/{id}"));
+  CHECK_FALSE(urls_overlap("http://h/ship/{id}", "http://h/ship/{id}/x"));
+}
+
 TEST_CASE("every URL fill_url makes from hostile values leads back to its route") {
   auto d = with_urls({"http://h/api/orders/{orderId}/cancel", "http://h/api/orders/{orderId}"});
   for (const auto& value : hostile_values) {

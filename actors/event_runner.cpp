@@ -393,6 +393,10 @@ task<event_runner::step_result> event_runner::call_step(const persistence::claim
   const rapidjson::Value* entry = nullptr;
   if (auto it = payloads.FindMember(name.c_str()); it != payloads.MemberEnd())
     entry = &it->value;
+  else if (auto any = payloads.FindMember(rapidjson::StringRef(domain::any_destination.data(),
+                                                               domain::any_destination.size()));
+           any != payloads.MemberEnd())
+    entry = &any->value;
   const rapidjson::Value* payload = nullptr;
   std::map<std::string, std::string> path_params;
   if (entry && entry->IsObject()) {

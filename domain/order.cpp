@@ -2,6 +2,7 @@
 #include "domain/order.hpp"
 
 #include "domain/names.hpp"
+#include "domain/routing.hpp"
 
 #include <array>
 #include <cmath>
@@ -199,9 +200,22 @@ void amount(writer& w, money m) {
   w.RawValue(text.data(), text.size(), rapidjson::kNumberType);
 }
 
+void items_array(writer& w, const std::vector<order_item>& items) {
+  w.StartArray();
+  for (const auto& i : items) {
+    w.StartObject();
+    key(w, "sku");
+    str(w, i.sku);
+    key(w, "quantity");
+    w.Int(i.quantity);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
 /// Writes `"<name>": {"payload": {...}, "pathParams": {...}}` with `body` filling the payload.
 template <class Body>
-void destination(writer& w, std::string_view name, const order& o, Body&& body) {
+void payload_entry(writer& w, std::string_view name, const order& o, Body&& body) {
   key(w, name);
   w.StartObject();
   key(w, "payload");
@@ -429,32 +443,23 @@ event_draft order_created_event(const order& o, const std::vector<order_item>& i
     w.Int64(o.id);
   };
   w.StartObject();
-  destination(w, "inventory", o, [&] {
+  payload_entry(w, "inventory", o, [&] {
     id();
     key(w, "totalAmount");
     amount(w, o.total_amount);
     key(w, "shippingType");
     str(w, to_string(o.shipping));
     key(w, "items");
-    w.StartArray();
-    for (const auto& i : items) {
-      w.StartObject();
-      key(w, "sku");
-      str(w, i.sku);
-      key(w, "quantity");
-      w.Int(i.quantity);
-      w.EndObject();
-    }
-    w.EndArray();
+    items_array(w, items);
   });
-  destination(w, "fraudCheck", o, [&] {
+  payload_entry(w, "fraudCheck", o, [&] {
     id();
     key(w, "customerId");
     str(w, o.customer_id);
     key(w, "totalAmount");
     amount(w, o.total_amount);
   });
-  destination(w, "shipping", o, [&] {
+  payload_entry(w, "shipping", o, [&] {
     id();
     key(w, "customerId");
     str(w, o.customer_id);
@@ -463,12 +468,26 @@ event_draft order_created_event(const order& o, const std::vector<order_item>& i
     key(w, "totalAmount");
     amount(w, o.total_amount);
   });
-  destination(w, "billing", o, [&] {
+  payload_entry(w, "billing", o, [&] {
     id();
     key(w, "amount");
     amount(w, o.total_amount);
     key(w, "currency");
     str(w, o.currency);
+  });
+  // Every other destination (a user's own) gets the whole order.
+  payload_entry(w, any_destination, o, [&] {
+    id();
+    key(w, "customerId");
+    str(w, o.customer_id);
+    key(w, "totalAmount");
+    amount(w, o.total_amount);
+    key(w, "currency");
+    str(w, o.currency);
+    key(w, "shippingType");
+    str(w, to_string(o.shipping));
+    key(w, "items");
+    items_array(w, items);
   });
   w.EndObject();
   return {std::string(order_aggregate), std::to_string(o.id), std::string(order_created),
@@ -479,23 +498,26 @@ event_draft order_status_updated_event(std::int64_t order_id, order_status from,
   rapidjson::StringBuffer sb;
   writer w(sb);
   w.StartObject();
-  key(w, "notifications");
-  w.StartObject();
-  key(w, "payload");
-  w.StartObject();
-  key(w, "orderId");
-  w.Int64(order_id);
-  key(w, "oldStatus");
-  str(w, to_string(from));
-  key(w, "newStatus");
-  str(w, to_string(to));
-  w.EndObject();
-  key(w, "pathParams");
-  w.StartObject();
-  key(w, "orderId");
-  str(w, std::to_string(order_id));
-  w.EndObject();
-  w.EndObject();
+  // The notifications, and any other destination, get the same.
+  for (std::string_view name : {std::string_view("notifications"), any_destination}) {
+    key(w, name);
+    w.StartObject();
+    key(w, "payload");
+    w.StartObject();
+    key(w, "orderId");
+    w.Int64(order_id);
+    key(w, "oldStatus");
+    str(w, to_string(from));
+    key(w, "newStatus");
+    str(w, to_string(to));
+    w.EndObject();
+    key(w, "pathParams");
+    w.StartObject();
+    key(w, "orderId");
+    str(w, std::to_string(order_id));
+    w.EndObject();
+    w.EndObject();
+  }
   w.EndObject();
   return {std::string(order_aggregate), std::to_string(order_id), std::string(order_status_updated),
           sb.GetString(),

@@ -146,9 +146,11 @@ inline constexpr std::string_view order_status_updated = "OrderStatusUpdated";
 inline constexpr std::string_view order_cancellation = "!OrderCreated";
 
 /// `OrderCreated` with one payload each for the inventory, fraudCheck, shipping and billing
-/// destinations.
+/// destinations, and the whole order (id, customer, amount, currency, shipping type, items) for
+/// any other (`any_destination`); every one with the path parameters orderId and customerId.
 event_draft order_created_event(const order& o, const std::vector<order_item>& items);
-/// `OrderStatusUpdated` with the notifications payload.
+/// `OrderStatusUpdated` with the notifications payload (order id, old and new status), which any
+/// other destination gets too.
 event_draft order_status_updated_event(std::int64_t order_id, order_status from, order_status to);
 /// `!OrderCreated`: reverts what the order's OrderCreated applied; it carries no payloads.
 event_draft order_cancellation_event(std::int64_t order_id);

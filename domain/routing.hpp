@@ -106,6 +106,11 @@ struct destination {
   std::optional<std::chrono::milliseconds> retry_for;
 };
 
+/// The entry of an event's payloads that a destination without an entry of its own gets
+/// (`{"*": {"payload": ..., "pathParams": ...}}`), so that a destination a user adds to a fan-out
+/// is sent the event's data and can fill its URL's placeholders.
+inline constexpr std::string_view any_destination = "*";
+
 /// Destinations by name plus, per event type, the ordered list of destination names to call.
 struct routing_table {
   std::map<std::string, destination> destinations;

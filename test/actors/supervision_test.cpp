@@ -52,7 +52,7 @@ struct crashing_hooks final : persistence::aggregate_hooks {
 class sink {
 public:
   sink() {
-    server_.Post("/sink", [this](const httplib::Request&, httplib::Response& res) {
+    server_.Post("/sink(/[^/]+)?", [this](const httplib::Request&, httplib::Response& res) {
       ++entered_;
       std::unique_lock lock(mutex_);
       if (hold_)
@@ -600,4 +600,28 @@ TEST_CASE("a revert still in flight at the shutdown timeout is abandoned, record
   CHECK(query_value(db(), "SELECT status || ' ' || attempts || ' ' || (lease_token IS NULL) "
                           "FROM dead_letter_events WHERE id = " +
                               letter) == "PENDING 1 true");
+}
+
+TEST_CASE("a destination without a payload of its own gets the event's general one and its path "
+          "parameters") {
+  truncate_all(db());
+  sink destination;
+  auto settings = test_settings(destination);
+  domain::destination own;
+  own.name = "own";
+  own.routes.push_back({destination.url() + "/{orderId}", std::nullopt, std::nullopt});
+  settings.http.destinations["own"] = own;
+  settings.http.fanout["Own"] = {"own"};
+  auto event = query_value(
+      db(), "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payloads, "
+            "idempotency_key) VALUES ('thing', 't1', 'Own', '{\"sink\": {\"payload\": {}}, "
+            "\"*\": {\"payload\": {\"x\": 1}, \"pathParams\": {\"orderId\": \"7\"}}}', "
+            "'own-' || gen_random_uuid()) RETURNING id");
+  actors::engine eng(settings, {});
+  eng.start();
+  CHECK(eventually([&] { return event_status(event) == "PROCESSED"; }));
+  eng.stop();
+  CHECK(query_value(db(), "SELECT endpoint_url || ' ' || request_payload::text FROM "
+                          "aggregate_results WHERE event_id = " +
+                              event) == destination.url() + "/7 {\"x\": 1}");
 }

@@ -291,7 +291,7 @@ TEST_CASE("OrderCreated carries one payload per destination, each with only what
   CHECK(e.idempotency_key == "order:42:OrderCreated");
   auto d = parse(e.payloads_json.c_str());
   auto at = [&](const char* p) { return rapidjson::Pointer(p).Get(d); };
-  CHECK(d.MemberCount() == 4);
+  CHECK(d.MemberCount() == 5);
   CHECK(at("/inventory/payload/orderId")->GetInt64() == 42);
   CHECK(at("/inventory/payload/totalAmount")->GetDouble() == doctest::Approx(123.45));
   CHECK(std::string(at("/inventory/payload/shippingType")->GetString()) == "international");
@@ -306,6 +306,14 @@ TEST_CASE("OrderCreated carries one payload per destination, each with only what
   CHECK(std::string(at("/billing/payload/currency")->GetString()) == "EUR");
   CHECK(at("/billing/payload/customerId") == nullptr);
   CHECK(std::string(at("/shipping/pathParams/orderId")->GetString()) == "42");
+  // Any other destination gets the whole order and the same path parameters.
+  CHECK(at("/*/payload/orderId")->GetInt64() == 42);
+  CHECK(std::string(at("/*/payload/customerId")->GetString()) == "C-\"7\"");
+  CHECK(at("/*/payload/totalAmount")->GetDouble() == doctest::Approx(123.45));
+  CHECK(std::string(at("/*/payload/currency")->GetString()) == "EUR");
+  CHECK(std::string(at("/*/payload/shippingType")->GetString()) == "international");
+  CHECK(at("/*/payload/items/0/quantity")->GetInt() == 3);
+  CHECK(std::string(at("/*/pathParams/customerId")->GetString()) == "C-\"7\"");
 }
 
 TEST_CASE("status updates and cancellations have per-order, per-transition idempotency keys") {
@@ -317,6 +325,8 @@ TEST_CASE("status updates and cancellations have per-order, per-transition idemp
         "CONFIRMED");
   CHECK(std::string(rapidjson::Pointer("/notifications/payload/newStatus").Get(d)->GetString()) ==
         "SHIPPED");
+  CHECK(std::string(rapidjson::Pointer("/*/payload/newStatus").Get(d)->GetString()) == "SHIPPED");
+  CHECK(std::string(rapidjson::Pointer("/*/pathParams/orderId").Get(d)->GetString()) == "7");
   auto c = order_cancellation_event(7);
   CHECK(c.event_type == "!OrderCreated");
   CHECK(c.idempotency_key == "order:7:!OrderCreated");

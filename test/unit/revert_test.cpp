@@ -187,7 +187,8 @@ TEST_CASE("the first matching route wins and a destination without routes finds 
 }
 
 TEST_CASE("routes that match one URL and revert differently are not guessed between") {
-  auto d = with_urls({"http://h/pay", "http://h/pay", "http://h/ship/{id}", "http://h/ship/express"});
+  auto d =
+      with_urls({"http://h/pay", "http://h/pay", "http://h/ship/{id}", "http://h/ship/express"});
   revert_template usd{"http://h/pay/{tx}/refund-usd", "POST", {}, ""};
   revert_template eur = usd;
   eur.url = "http://h/pay/{tx}/refund-eur";
@@ -201,7 +202,8 @@ TEST_CASE("routes that match one URL and revert differently are not guessed betw
         "and revert differently");
   CHECK(route_for_url(d, "http://h/ship/express") == nullptr);
   CHECK(route_for_url(d, "http://h/ship/42") == &d.routes[2]); // only one matches
-  CHECK(route_miss(d, "http://h/other") == "cannot tell which configured route called http://h/other");
+  CHECK(route_miss(d, "http://h/other") ==
+        "cannot tell which configured route called http://h/other");
   // Alike reverts (here the same template) leave nothing to tell apart: the first one serves.
   d.routes[1].revert = usd;
   CHECK(route_for_url(d, "http://h/pay") == &d.routes[0]);

@@ -6,6 +6,7 @@
 #include "conf/json_values.hpp"
 #include "domain/json_parse.hpp"
 #include "domain/json_path.hpp"
+#include "domain/order.hpp"
 #include "domain/revert.hpp"
 #include "domain/routing.hpp"
 #include "domain/secrets.hpp"
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <libpq-fe.h>
 #include <limits>
 #include <memory>
@@ -1517,9 +1519,16 @@ private:
     for (const auto& m : v.GetObject()) {
       std::string event(name_of(m.name));
       auto list_path = o->path(event);
-      if (!m.value.IsArray() || m.value.Empty()) {
-        fail(fmt::format("{} must be a non-empty array of route names, got {}", list_path,
-                         show(m.value)));
+      if (event.empty() || event.front() == '!') {
+        fail(fmt::format("{}: an event type is a name that does not start with '!' (a "
+                         "cancellation reverts what its event's fan-out applied; it has no "
+                         "fan-out of its own)",
+                         list_path));
+        continue;
+      }
+      if (!m.value.IsArray()) {
+        fail(fmt::format("{} must be an array of route names ([] delivers nothing), got {}",
+                         list_path, show(m.value)));
         continue;
       }
       std::vector<std::string> names;
@@ -1769,6 +1778,15 @@ std::vector<std::string> start_up_warnings(const settings& s) {
     out.push_back("simulator.enabled is true on a reachable address: the orders go to the "
                   "simulated services (/api/inventory, /api/billing, ...), which answer this "
                   "machine only; set it to false where real partners are called");
+  // A fan-out of an event type the order API never makes is for events the user's application
+  // inserts itself, or a typo that leaves the built-in one in force.
+  const std::vector<std::string_view> made = {domain::order_created, domain::order_status_updated};
+  for (const auto& [event, names] : s.http.fanout)
+    if (std::find(made.begin(), made.end(), event) == made.end())
+      out.push_back(fmt::format("http.fanout.{}: the order API makes no {} events (it makes {}); "
+                                "only events your application inserts itself use this fan-out{}",
+                                event, event, fmt::join(made, " and "),
+                                suggestion(event, made)));
   // A stop gives the deliveries in flight 3/4 of outbox.shutdownTimeout and the reverts 1/2.
   const auto stop_wait = s.outbox.shutdown_timeout / 2;
   for (const auto& [name, d] : s.http.destinations) {

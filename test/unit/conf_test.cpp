@@ -6,8 +6,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <doctest/doctest.h>
-#include <fmt/format.h>
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -917,14 +917,36 @@ TEST_CASE("the fan-out must name known routes, each once") {
       "inventory, notifications, shipping)");
   CHECK_SET_ERROR(R"(http.fanout.OrderCreated=["inventory", "inventory"])",
                   "http.fanout.OrderCreated[1]: route 'inventory' is listed twice");
-  CHECK_SET_ERROR("http.fanout.OrderCreated=[]",
-                  "http.fanout.OrderCreated must be a non-empty array of route names, got []");
   CHECK_SET_ERROR(
       "http.fanout.OrderCreated=inventory",
-      "http.fanout.OrderCreated must be a non-empty array of route names, got \"inventory\"");
+      "http.fanout.OrderCreated must be an array of route names ([] delivers nothing), got "
+      "\"inventory\"");
   CHECK_SET_ERROR("http.fanout.OrderCreated=[\"inventory\", 3]",
                   "http.fanout.OrderCreated[1] must be a route name, got 3");
   CHECK_SET_ERROR("http.fanout=[]", "http.fanout must be an object, got []");
+}
+
+TEST_CASE("an empty fan-out delivers nothing; a cancellation or a nameless type has none") {
+  auto quiet = load_file(R"({"http": {"fanout": {"OrderStatusUpdated": []}}})");
+  CHECK(loaded(quiet).http.fanout.at("OrderStatusUpdated").empty());
+  CHECK_ERROR(load_file(R"({"http": {"fanout": {"!OrderCreated": ["inventory"]}}})"),
+              "http.fanout.!OrderCreated: an event type is a name that does not start with '!'");
+  CHECK_ERROR(load_file(R"({"http": {"fanout": {"": ["inventory"]}}})"),
+              "an event type is a name that does not start with '!'");
+}
+
+TEST_CASE("a fan-out of a type the order API never makes is a warning, with the likely name") {
+  CHECK(start_up_warnings(loaded(load_with({}))).empty());
+  auto typo = start_up_warnings(
+      loaded(load_file(R"({"http": {"fanout": {"OrderCreatd": ["inventory"]}}})")));
+  REQUIRE(typo.size() == 1);
+  CHECK(typo[0] == "http.fanout.OrderCreatd: the order API makes no OrderCreatd events (it makes "
+                   "OrderCreated and OrderStatusUpdated); only events your application inserts "
+                   "itself use this fan-out (did you mean OrderCreated?)");
+  auto own = start_up_warnings(
+      loaded(load_file(R"({"http": {"fanout": {"InvoiceIssued": ["inventory"]}}})")));
+  REQUIRE(own.size() == 1);
+  CHECK(own[0].find("(did you mean") == std::string::npos);
 }
 
 TEST_CASE("a condition on a previous destination needs it earlier in the fan-out") {

@@ -44,9 +44,10 @@ private:
   task<void> compensate(const item& d);
   /// Renews the dead letter's lease before a call that would outlive most of it.
   lease_keeper lease_of(const item& d);
-  /// Fails compensation attempt d.attempts+1 for `cause`: retried while dlq.maxRetries lasts,
-  /// then FAILED and the order ATTENTION, with `cause` as the revert error.
-  void fail(const item& d, const std::string& cause);
+  /// Holds `d` back after the database refused to record its compensation (`cause`): due again
+  /// after domain::database_hold_delay, no retry spent and never FAILED for this (as for events),
+  /// `cause` as the revert error.
+  void hold_for_database(const item& d, const std::string& cause);
   /// Carries out the decision after a failed compensation: the retry, or FAILED and the order in
   /// ATTENTION.
   void carry_out(const item& d, const domain::next_step& next, const std::string& error);
@@ -64,22 +65,24 @@ task<void> dlq_work::run(const item& d) {
   try {
     co_await compensate(d);
   } catch (const pqxx::failure& error) {
-    // As for events: a database error fails this dead letter's attempt, not the worker.
+    // As for events: a database error holds this dead letter back, it fails neither the
+    // worker nor the compensation.
     if (persistence::is_connection_loss(error))
       throw; // the claim loop drops the batch and backs off
-    fail(d, event_runner::failure_cause(error));
+    hold_for_database(d, event_runner::failure_cause(error));
   }
 }
 
-void dlq_work::fail(const item& d, const std::string& cause) {
-  const int attempt = d.attempts + 1;
-  log::error(tag_, "dead letter {} (event {} {} {} {}) compensation attempt {}: {}", d.id,
-             d.original_event_id, d.event_type, d.aggregate_type, d.aggregate_id, attempt, cause);
+void dlq_work::hold_for_database(const item& d, const std::string& cause) {
+  const auto delay = domain::database_hold_delay(
+      d.failing_for, runner_->budget(domain::run_kind::compensation, ""));
+  log::error(tag_,
+             "dead letter {} (event {} {} {} {}) compensation attempt {}: {}; held back, due "
+             "again in {}ms (no retry spent: the database, not a partner, failed)",
+             d.id, d.original_event_id, d.event_type, d.aggregate_type, d.aggregate_id,
+             d.attempts + 1, cause, delay.count());
   try {
-    carry_out(d,
-              runner_->decide(domain::run_kind::compensation, domain::attempt_outcome::retryable,
-                              attempt, d.failing_for, "", std::nullopt),
-              cause);
+    repo()->postpone(d, delay, held_error(cause));
   } catch (const pqxx::failure& again) {
     if (persistence::is_connection_loss(again))
       throw;

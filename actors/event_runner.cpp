@@ -218,20 +218,24 @@ task<void> event_runner::run(const persistence::claimed_event& e) {
     // bugs: they still crash the worker, and the supervisor restarts it.)
     if (persistence::is_connection_loss(error))
       throw;
-    fail(e, failure_cause(error));
+    hold_for_database(e, failure_cause(error));
   }
 }
 
-void event_runner::fail(const persistence::claimed_event& e, const std::string& cause) {
-  const int attempt = e.attempts + 1;
-  log::error(name_, "event {} {} {} {} attempt {}: {}", e.id, e.event_type, e.aggregate_type,
-             e.aggregate_id, attempt, cause);
+void event_runner::hold_for_database(const persistence::claimed_event& e,
+                                     const std::string& cause) {
+  const auto delay = domain::database_hold_delay(
+      e.failing_for, budget(is_cancellation(e.event_type) ? domain::run_kind::cancellation
+                                                          : domain::run_kind::fanout,
+                            ""));
+  log::error(name_,
+             "event {} {} {} {} attempt {}: {}; held back, due again in {}ms (no retry "
+             "spent: the database, not a partner, failed)",
+             e.id, e.event_type, e.aggregate_type, e.aggregate_id, e.attempts + 1, cause,
+             delay.count());
   try {
-    carry_out(e,
-              decide(is_cancellation(e.event_type) ? domain::run_kind::cancellation
-                                                   : domain::run_kind::fanout,
-                     domain::attempt_outcome::retryable, attempt, e.failing_for, "", std::nullopt),
-              cause, false);
+    if (!repo()->postpone(e, delay, held_error(cause)))
+      lease_lost(e, "hold");
   } catch (const pqxx::failure& again) {
     if (persistence::is_connection_loss(again))
       throw;

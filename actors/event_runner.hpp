@@ -80,10 +80,11 @@ public:
   /// claim loop. `e` must live until the run ended.
   task<void> run(const persistence::claimed_event& e);
 
-  /// Fails run e.attempts+1 of `e` for `cause`, logged at ERROR: retried with backoff while the
-  /// outbox retry budget lasts, then dead-lettered (MAX_RETRIES_EXCEEDED, or for a cancellation
-  /// CANCELLATION_FAILED) with `cause` as last_error. Never throws but for a lost connection.
-  void fail(const persistence::claimed_event& e, const std::string& cause);
+  /// Holds `e` back after the database refused to record its run (`cause`), logged at ERROR:
+  /// due again after domain::database_hold_delay, without spending a retry and without ever
+  /// dead-lettering it for this (its calls may all have succeeded), `cause` in last_error. Never
+  /// throws but for a lost connection.
+  void hold_for_database(const persistence::claimed_event& e, const std::string& cause);
   /// Carries out the decision after a failed run of `e`: schedules the retry or dead-letters it
   /// (a cancellation as FAILED, for an operator), counting and logging it. `made_call` false: the
   /// run made no call (held back past its retryFor), and does not count as one.

@@ -5,6 +5,7 @@
 #include "domain/delivery.hpp"
 #include "domain/names.hpp"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -40,6 +41,11 @@ std::string_view to_string(dead_letter_reason reason) {
 
 bool out_of_time(std::chrono::milliseconds failing_for, const retry_budget& budget) {
   return failing_for >= budget.retry_for;
+}
+
+std::chrono::milliseconds database_hold_delay(std::chrono::milliseconds failing_for,
+                                              const retry_budget& budget) {
+  return std::clamp(failing_for / 2, budget.base, std::max(budget.base, budget.max));
 }
 
 next_step give_up_for_time(run_kind run) {

@@ -73,6 +73,13 @@ next_step decide_after_failure(run_kind run, attempt_outcome outcome, int attemp
 /// budget.retry_for: what decides a run that is held back again.
 bool out_of_time(std::chrono::milliseconds failing_for, const retry_budget& budget);
 
+/// The wait before a run the database could not record (a lock, a full disk, a refusing trigger)
+/// is tried again. Such a run spends no retry and is never given up for it: the partners were not
+/// at fault, and giving up would revert calls that succeeded. The wait grows with how long the
+/// run has been failing (`failing_for`), from budget.base to budget.max.
+std::chrono::milliseconds database_hold_delay(std::chrono::milliseconds failing_for,
+                                              const retry_budget& budget);
+
 /// The end of a run of `run` whose retry_for is spent: a fan-out is dead-lettered
 /// (MAX_RETRIES_EXCEEDED), a cancellation too (CANCELLATION_FAILED), a compensation fails.
 next_step give_up_for_time(run_kind run);

@@ -250,30 +250,85 @@ TEST_CASE_FIXTURE(hostile_fixture,
 }
 
 TEST_CASE_FIXTURE(poison_fixture,
-                  "an event whose rows the database refuses is retried, dead-lettered with the "
-                  "cause, and the workers carry on") {
+                  "an event whose rows the database refuses is held back without spending a "
+                  "retry, and completes once the database takes them; the workers carry on") {
   auto [before, before_status] = run_order();
   CHECK(before_status == "CONFIRMED");
-  auto [poison, poison_status] = run_order("POISON");
-  auto [after, after_status] = run_order();
-  CHECK(after_status == "CONFIRMED");
-  // The dead letter's compensation re-sends the unrecorded inventory call to learn what to
-  // revert; its row is refused too, so the compensation fails for good: the order needs an
-  // operator.
-  CHECK(p.wait_status(poison, "ATTENTION") == "ATTENTION");
+  auto r = p.client().post("/api/orders",
+                           R"({"customerId":"POISON","totalAmount":10,"shippingType":"domestic"})");
+  REQUIRE(r.status == 201);
+  auto poison = r.num("/id");
+  const auto cause = fmt::format("recording failed: test refuses results of order {}", poison);
+  auto holds = [&] {
+    const auto out = p.output();
+    int n = 0;
+    for (auto at = out.find(cause + "; held back"); at != std::string::npos;
+         at = out.find(cause + "; held back", at + 1))
+      ++n;
+    return n;
+  };
+  // Its calls succeed, their rows are refused: held back again and again, never dead-lettered
+  // (which would revert calls that succeeded) while outbox.maxRetries=2 would have run out.
+  REQUIRE(wait_until([&] { return holds() >= 4; }, 30s));
   auto t = p.timeline(poison);
+  CHECK(t.str("/order/status") == "PENDING");
+  CHECK(t.json["deadLetters"].Size() == 0);
   CHECK(t.json["attempts"].Size() == 0);
   REQUIRE(t.json["events"].Size() == 1);
-  CHECK(t.str("/events/0/status") == "DEAD");
-  CHECK(t.num("/events/0/attempts") == 3); // outbox.maxRetries=2: two retries, then dead
-  REQUIRE(t.json["deadLetters"].Size() == 1);
-  CHECK(t.str("/deadLetters/0/reason") == "MAX_RETRIES_EXCEEDED");
-  auto expected = fmt::format("recording failed: test refuses results of order {}", poison);
-  CHECK(t.str("/deadLetters/0/lastError") == expected);
-  CHECK(t.str("/deadLetters/0/status") == "FAILED");
-  CHECK(t.str("/deadLetters/0/revertError") == expected);
-  CHECK(p.output().find(fmt::format("event {} OrderCreated order {} attempt 1: {}",
-                                    t.num("/events/0/id"), poison, expected)) != std::string::npos);
+  CHECK(t.str("/events/0/status") != "DEAD");
+  CHECK(t.num("/events/0/attempts") == 0);
+  CHECK(t.str("/events/0/lastError") == "held back: " + cause);
+  auto [after, after_status] = run_order();
+  CHECK(after_status == "CONFIRMED");
+  // The database takes its rows again: the order completes (its calls made again under their
+  // keys, which a partner replays).
+  query_value(conninfo, "DROP TRIGGER test_refuse_poison ON aggregate_results");
+  CHECK(p.wait_status(poison, "CONFIRMED") == "CONFIRMED");
+  CHECK(p.timeline(poison).json["deadLetters"].Size() == 0);
   check_no_crash();
   CHECK(p.client().get("/healthz").status == 200);
+}
+
+TEST_CASE_FIXTURE(hostile_fixture,
+                  "a compensation whose rows the database refuses is held back, not failed, and "
+                  "finishes once the database takes them") {
+  query_value(conninfo, R"sql(
+CREATE FUNCTION test_refuse_reverts() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.destination LIKE '%.revert' THEN
+    RAISE EXCEPTION 'test refuses revert rows of order %', NEW.aggregate_id;
+  END IF;
+  RETURN NEW;
+END $$)sql");
+  query_value(conninfo, "CREATE TRIGGER test_refuse_reverts BEFORE INSERT ON aggregate_results "
+                        "FOR EACH ROW EXECUTE FUNCTION test_refuse_reverts()");
+  // Inventory reserves, the fraud check refuses for good: the reservation must be released.
+  server.handle([](const partner::request& r) {
+    return r.path == "/fraud" ? answer{400, R"({"error":"no"})"} : answer{200, R"({"ok":true})"};
+  });
+  auto r = p.client().post("/api/orders",
+                           R"({"customerId":"C-2","totalAmount":10,"shippingType":"domestic"})");
+  REQUIRE(r.status == 201);
+  auto id = r.num("/id");
+  const auto cause = fmt::format("recording failed: test refuses revert rows of order {}", id);
+  // dlq.maxRetries=1: spent after two failures, yet the dead letter stays PENDING.
+  REQUIRE(wait_until(
+      [&] {
+        const auto out = p.output();
+        auto first = out.find(cause + "; held back");
+        return first != std::string::npos &&
+               out.find(cause + "; held back", first + 1) != std::string::npos &&
+               out.find(cause + "; held back", out.find(cause + "; held back", first + 1) + 1) !=
+                   std::string::npos;
+      },
+      30s));
+  auto t = p.timeline(id);
+  CHECK(t.str("/order/status") == "PENDING");
+  REQUIRE(t.json["deadLetters"].Size() == 1);
+  CHECK(t.str("/deadLetters/0/status") != "FAILED");
+  CHECK(t.num("/deadLetters/0/attempts") == 0);
+  CHECK(t.str("/deadLetters/0/revertError") == "held back: " + cause);
+  query_value(conninfo, "DROP TRIGGER test_refuse_reverts ON aggregate_results");
+  CHECK(p.wait_status(id, "FAILED") == "FAILED");
+  check_no_crash();
 }

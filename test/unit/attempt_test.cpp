@@ -146,3 +146,15 @@ TEST_CASE("a run held back past its retry_for gives up like a run out of retries
   CHECK(give_up_for_time(run_kind::cancellation).reason == dead_letter_reason::cancellation_failed);
   CHECK(give_up_for_time(run_kind::compensation).what == next_step::kind::fail);
 }
+
+TEST_CASE("a run the database could not record waits longer the longer it fails, within the "
+          "backoff") {
+  using std::chrono::milliseconds;
+  retry_budget b{3, milliseconds{1000}, milliseconds{60000}, milliseconds{3600000}};
+  CHECK(database_hold_delay(milliseconds{0}, b) == milliseconds{1000});
+  CHECK(database_hold_delay(milliseconds{1500}, b) == milliseconds{1000});
+  CHECK(database_hold_delay(milliseconds{30000}, b) == milliseconds{15000});
+  CHECK(database_hold_delay(milliseconds{7200000}, b) == milliseconds{60000}); // past retryFor too
+  b.max = milliseconds{500}; // a max below the base: the base
+  CHECK(database_hold_delay(milliseconds{100000}, b) == milliseconds{1000});
+}

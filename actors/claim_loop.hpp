@@ -259,14 +259,14 @@ private:
       std::rethrow_exception(crash);
   }
 
-  /// Runs `f`; a lost connection drops the unstarted claims and retries later, a statement cut
-  /// short by its statement or lock timeout is retried later.
+  /// Runs `f`; a lost connection drops the unstarted claims and retries later, a statement the
+  /// database refused for now (cut short, read-only, out of resources) is retried later.
   template <class F> void guarded(F&& f) {
     try {
       f();
     } catch (const std::exception& e) {
-      if (persistence::is_cancelled_statement(e)) {
-        log::warn(tag_, "statement cut short, trying again later: {}", e.what());
+      if (persistence::is_temporary_refusal(e)) {
+        log::warn(tag_, "the database refused for now, trying again later: {}", e.what());
         back_off();
         return;
       }

@@ -53,8 +53,8 @@ template <class Job> void guarded(janitor* self, Job&& job) {
   try {
     job(*self->state.ctx->db);
   } catch (const std::exception& e) {
-    if (persistence::is_cancelled_statement(e)) {
-      log::warn(tag, "statement cut short, trying again next time: {}", e.what());
+    if (persistence::is_temporary_refusal(e)) {
+      log::warn(tag, "the database refused for now, trying again next time: {}", e.what());
       return;
     }
     if (!persistence::is_connection_loss(e))

@@ -144,9 +144,14 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
   auto readiness = [&pool, &engine] {
     http::readiness_report report;
     try {
-      auto version =
-          pool.run([](pqxx::connection& c) { return persistence::applied_migration_version(c); });
-      report.checks.emplace_back("database", "ok");
+      auto [version, read_only] = pool.run([](pqxx::connection& c) {
+        const bool read_only = pqxx::nontransaction(c)
+                                   .exec1("SELECT current_setting('transaction_read_only')")[0]
+                                   .as<std::string>() == "on";
+        return std::pair{persistence::applied_migration_version(c), read_only};
+      });
+      // A standby, or default_transaction_read_only: nothing can be taken or delivered.
+      report.checks.emplace_back("database", read_only ? "read-only" : "ok");
       report.checks.emplace_back("migrations",
                                  version >= persistence::latest_migration_version()
                                      ? "ok"

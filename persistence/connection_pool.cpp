@@ -36,8 +36,13 @@ bool is_connection_loss(const std::exception& e) {
 }
 
 std::string session_limits_sql(const statement_limits& limits) {
+  // The text outboxd sends and reads is UTF-8, and its statements are written for READ
+  // COMMITTED (claims skip locked rows, updates re-check their lease): a role's or database's
+  // other client_encoding would re-encode what clients wrote into the business tables, and
+  // SERIALIZABLE would fail engine statements with serialization errors.
   return fmt::format("SET statement_timeout = {}; SET lock_timeout = {}; "
-                     "SET client_connection_check_interval = {}",
+                     "SET client_connection_check_interval = {}; SET client_encoding = 'UTF8'; "
+                     "SET default_transaction_isolation = 'read committed'",
                      limits.statement_timeout.count(), limits.lock_timeout.count(),
                      client_check_interval.count());
 }
@@ -45,6 +50,16 @@ std::string session_limits_sql(const statement_limits& limits) {
 bool is_cancelled_statement(const std::exception& e) {
   auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
   return sql && (sql->sqlstate() == "57014" || sql->sqlstate() == "55P03");
+}
+
+bool is_temporary_refusal(const std::exception& e) {
+  if (is_cancelled_statement(e))
+    return true;
+  auto* sql = dynamic_cast<const pqxx::sql_error*>(&e);
+  if (!sql)
+    return false;
+  const auto& state = sql->sqlstate();
+  return state == "25006" || state.rfind("53", 0) == 0 || state == "40001" || state == "40P01";
 }
 
 std::string make_conninfo(const std::string& url, std::chrono::milliseconds connect_timeout,
@@ -124,6 +139,11 @@ void connection_pool::handle_failure(slot s, std::exception_ptr e) {
     if (is_cancelled_statement(ex))
       throw domain::store_unavailable(fmt::format(
           "database statement cut short (database.statementTimeout / lockTimeout): {}", ex.what()));
+    if (is_temporary_refusal(ex))
+      throw domain::store_unavailable(
+          fmt::format("the database refused for now (read-only, out of resources, or a "
+                      "serialization failure): {}",
+                      ex.what()));
     if (!lost)
       throw;
     throw domain::store_unavailable(loss_message(ex));

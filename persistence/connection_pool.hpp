@@ -28,12 +28,19 @@ struct statement_limits {
   std::chrono::milliseconds lock_timeout{0};
 };
 
-/// The SET statements that apply `limits` to a session.
+/// The SET statements of every session of outboxd's pools: `limits`, and the encoding (UTF-8)
+/// and isolation (READ COMMITTED) its statements assume, whatever the role or database sets.
 std::string session_limits_sql(const statement_limits& limits);
 
 /// A statement cut short by statement_timeout (or a cancel request) or by lock_timeout: the
 /// connection is fine, the statement may be tried again later.
 bool is_cancelled_statement(const std::exception& e);
+
+/// The database refused for now, whatever the statement: cut short (is_cancelled_statement),
+/// read-only (a standby, default_transaction_read_only), out of disk, memory or connections
+/// (SQLSTATE class 53), a serialization failure or a deadlock. The same statement may succeed
+/// later; a worker backs off instead of crashing, the API answers 503.
+bool is_temporary_refusal(const std::exception& e);
 
 /// A named SQL statement, prepared on every connection of the pool that runs it.
 struct statement {

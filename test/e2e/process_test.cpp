@@ -1,5 +1,6 @@
 // The real outboxd binary as a process: sub-commands, exit codes, start-up, intake, shutdown.
 #include "test/support/http_client.hpp"
+#include "test/support/outboxd_process.hpp"
 #include "test/support/process.hpp"
 #include "test/support/test_db.hpp"
 
@@ -9,6 +10,7 @@
 #include <rapidjson/document.h>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <unistd.h>
 
 using namespace outboxd::test;
@@ -195,4 +197,45 @@ TEST_CASE("log.format=json writes one JSON object per line, tagged with the acto
   CHECK(parsed > 10);
   for (const auto* a : {"main", "supervisor", "outbox-processor-1", "pg-listener", "http"})
     CHECK_MESSAGE(actors.count(a) == 1, a);
+}
+
+TEST_CASE("a read-only database gets 503s and a not-ready probe, the workers wait it out, and "
+          "orders flow again once it is writable") {
+  auto conninfo = fresh_database("outboxd_e2e_read_only");
+  auto admin = [&](const std::string& sql) { query_value(cluster_conninfo(), sql); };
+  auto reconnect_everyone = [&] { // as a failover to a standby, then back, would
+    admin("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
+          "'outboxd_e2e_read_only' AND pid <> pg_backend_pid()");
+  };
+  outboxd_process p("read-only", conninfo);
+  p.wait_ready();
+  auto first = p.create_order();
+  CHECK(p.wait_status(first, "CONFIRMED") == "CONFIRMED");
+
+  admin("ALTER DATABASE outboxd_e2e_read_only SET default_transaction_read_only = on");
+  reconnect_everyone();
+  http_response refused;
+  REQUIRE_MESSAGE(wait_until(
+                      [&] {
+                        refused = p.client().post(
+                            "/api/orders",
+                            R"({"customerId":"C-1","totalAmount":10,"shippingType":"domestic"})");
+                        return refused.status == 503 &&
+                               contains(p.output(), "the database refused for now");
+                      },
+                      20s),
+                  refused.status << " " << refused.body);
+
+  auto ready = p.client().get("/readyz");
+  CHECK(ready.status == 503);
+  CHECK(ready.body.find("read-only") != std::string::npos);
+  std::this_thread::sleep_for(3s); // claims, reaps and retention meet the read-only database
+  CHECK_FALSE(contains(p.output(), "crashed"));
+  CHECK_FALSE(contains(p.output(), "unhandled exception"));
+
+  admin("ALTER DATABASE outboxd_e2e_read_only RESET default_transaction_read_only");
+  reconnect_everyone();
+  p.wait_up();
+  auto again = p.create_order();
+  CHECK(p.wait_status(again, "CONFIRMED") == "CONFIRMED");
 }

@@ -139,3 +139,31 @@ TEST_CASE("the workers' connections can cancel the statements running on them") 
   held.abort();
   CHECK(workers.cancel_running() == 0); // given back
 }
+
+TEST_CASE("a pool's sessions speak UTF-8 and READ COMMITTED whatever the database's defaults say") {
+  const auto name = query_value(db(), "SELECT current_database()");
+  auto set_defaults = [&](const std::string& settings) {
+    pqxx::connection admin(db());
+    pqxx::nontransaction tx(admin);
+    tx.exec("ALTER DATABASE " + tx.quote_name(name) + settings);
+  };
+  set_defaults(" SET client_encoding = 'LATIN1'");
+  set_defaults(" SET default_transaction_isolation = 'serializable'");
+  persistence::connection_pool pool(db(), 1, {}, persistence::session_limits_sql({}));
+  auto show = [&](const char* setting) {
+    return pool.run([&](pqxx::connection& c) {
+      return pqxx::nontransaction(c).exec1(std::string("SHOW ") + setting)[0].as<std::string>();
+    });
+  };
+  CHECK(show("client_encoding") == "UTF8");
+  CHECK(show("default_transaction_isolation") == "read committed");
+  // "Zoë-日本-€": 8 characters in 15 bytes of UTF-8, not 15 Latin-1 characters.
+  CHECK(pool.run([](pqxx::connection& c) {
+    return pqxx::nontransaction(c)
+        .exec_params1("SELECT length($1::text) || ' ' || octet_length($1::text)",
+                      "Zo\xc3\xab-\xe6\x97\xa5\xe6\x9c\xac-\xe2\x82\xac")[0]
+        .as<std::string>();
+  }) == "8 15");
+  set_defaults(" RESET client_encoding");
+  set_defaults(" RESET default_transaction_isolation");
+}

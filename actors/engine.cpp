@@ -16,6 +16,12 @@ std::string engine_context::conninfo(const std::string& role) const {
                                     "outboxd-" + role);
 }
 
+std::chrono::milliseconds worker_lock_timeout(const conf::database_settings& d) {
+  // 0 is "no bound"; the workers are bounded anyway.
+  return d.lock_timeout.count() == 0 ? max_worker_lock_wait
+                                     : std::min(d.lock_timeout, max_worker_lock_wait);
+}
+
 engine::engine(const conf::settings& settings, persistence::hooks_by_type hooks)
     : ctx_(std::make_shared<engine_context>()) {
   ctx_->settings = settings;
@@ -29,7 +35,7 @@ engine::engine(const conf::settings& settings, persistence::hooks_by_type hooks)
       [ctx = ctx_.get()](int n) { return ctx->conninfo(fmt::format("worker-{}", n)); },
       std::min(o.connections, 2 * o.pool_size + 1), ctx_->hooks,
       persistence::session_limits_sql(
-          {settings.database.statement_timeout, settings.database.lock_timeout}));
+          {settings.database.statement_timeout, worker_lock_timeout(settings.database)}));
   ctx_->gates = std::make_unique<destination_gates>(settings.http);
 }
 

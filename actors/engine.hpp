@@ -3,6 +3,7 @@
 
 #include "actors/messages.hpp"
 
+#include <chrono>
 #include <memory>
 
 namespace caf {
@@ -11,6 +12,15 @@ class actor_system_config;
 } // namespace caf
 
 namespace outboxd::actors {
+
+/// The longest a worker's statement waits for a row or table lock: a worker waiting on a lock
+/// (a user's transaction holding an order, say) holds up every call it has in flight, and their
+/// deadlines and leases keep running meanwhile. A run cut short by it is held back and due
+/// again later, spending no retry.
+inline constexpr std::chrono::milliseconds max_worker_lock_wait{1000};
+
+/// database.lockTimeout for the workers' sessions, at most max_worker_lock_wait.
+std::chrono::milliseconds worker_lock_timeout(const conf::database_settings& d);
 
 class engine {
 public:

@@ -1778,6 +1778,16 @@ std::vector<std::string> start_up_warnings(const settings& s) {
     out.push_back("simulator.enabled is true on a reachable address: the orders go to the "
                   "simulated services (/api/inventory, /api/billing, ...), which answer this "
                   "machine only; set it to false where real partners are called");
+  // A worker runs its statements one at a time between its calls: one that runs long holds up
+  // the calls in flight, whose leases keep running.
+  const auto statements = s.database.statement_timeout;
+  if (statements.count() == 0 || statements > s.outbox.lease_timeout / 2)
+    out.push_back(fmt::format(
+        "database.statementTimeout ({}) is {} half of outbox.leaseTimeout ({}): a worker inside "
+        "one statement that long holds up its other events, their leases can expire, and "
+        "another worker then calls their partners again",
+        statements.count() == 0 ? "0, no bound," : ms_text(statements),
+        statements.count() == 0 ? "not within" : "more than", ms_text(s.outbox.lease_timeout)));
   // A fan-out of an event type the order API never makes is for events the user's application
   // inserts itself, or a typo that leaves the built-in one in force.
   const std::vector<std::string_view> made = {domain::order_created, domain::order_status_updated};
@@ -1785,8 +1795,7 @@ std::vector<std::string> start_up_warnings(const settings& s) {
     if (std::find(made.begin(), made.end(), event) == made.end())
       out.push_back(fmt::format("http.fanout.{}: the order API makes no {} events (it makes {}); "
                                 "only events your application inserts itself use this fan-out{}",
-                                event, event, fmt::join(made, " and "),
-                                suggestion(event, made)));
+                                event, event, fmt::join(made, " and "), suggestion(event, made)));
   // A stop gives the deliveries in flight 3/4 of outbox.shutdownTimeout and the reverts 1/2.
   const auto stop_wait = s.outbox.shutdown_timeout / 2;
   for (const auto& [name, d] : s.http.destinations) {

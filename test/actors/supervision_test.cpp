@@ -625,3 +625,37 @@ TEST_CASE("a destination without a payload of its own gets the event's general o
                           "aggregate_results WHERE event_id = " +
                               event) == destination.url() + "/7 {\"x\": 1}");
 }
+
+TEST_CASE("a worker waits for a lock a second at most, however long database.lockTimeout is, and "
+          "holds its event back meanwhile") {
+  auto lock_wait = [](std::chrono::milliseconds configured) {
+    conf::database_settings d;
+    d.lock_timeout = configured;
+    return actors::worker_lock_timeout(d);
+  };
+  CHECK(lock_wait(10s) == 1s);
+  CHECK(lock_wait(0ms) == 1s); // "no bound"
+  CHECK(lock_wait(200ms) == 200ms);
+
+  truncate_all(db());
+  sink destination;
+  auto event = insert_event("thing", "t1");
+  auto settings = test_settings(destination);
+  settings.database.lock_timeout = 60s; // longer than the wait below
+  // The call's attempt row cannot be written while the test holds this lock.
+  pqxx::connection holder(db());
+  pqxx::work held(holder);
+  held.exec("LOCK TABLE aggregate_results IN EXCLUSIVE MODE");
+  actors::engine eng(settings, {});
+  eng.start();
+  CHECK(eventually([&] {
+    return query_value(db(),
+                       "SELECT coalesce(last_error, '') FROM outbox_events WHERE id = " + event)
+               .rfind("held back: recording failed: canceling statement due to lock timeout", 0) ==
+           0;
+  }));
+  CHECK(query_value(db(), "SELECT attempts FROM outbox_events WHERE id = " + event) == "0");
+  held.abort();
+  CHECK(eventually([&] { return event_status(event) == "PROCESSED"; }));
+  eng.stop();
+}

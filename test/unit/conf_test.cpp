@@ -935,6 +935,18 @@ TEST_CASE("an empty fan-out delivers nothing; a cancellation or a nameless type 
               "an event type is a name that does not start with '!'");
 }
 
+TEST_CASE("a statement timeout over half the lease is a warning") {
+  CHECK(start_up_warnings(loaded(load_with({"database.statementTimeout=30s"}))).empty());
+  auto long_statements = start_up_warnings(loaded(load_with({"database.statementTimeout=45s"})));
+  REQUIRE(long_statements.size() == 1);
+  CHECK(long_statements[0].rfind("database.statementTimeout (45000ms) is more than half of "
+                                 "outbox.leaseTimeout (60000ms)",
+                                 0) == 0);
+  auto unbounded = start_up_warnings(loaded(load_with({"database.statementTimeout=0"})));
+  REQUIRE(unbounded.size() == 1);
+  CHECK(unbounded[0].rfind("database.statementTimeout (0, no bound,) is not within half", 0) == 0);
+}
+
 TEST_CASE("a fan-out of a type the order API never makes is a warning, with the likely name") {
   CHECK(start_up_warnings(loaded(load_with({}))).empty());
   auto typo = start_up_warnings(

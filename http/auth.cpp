@@ -47,6 +47,27 @@ std::optional<std::string_view> bearer_token(std::string_view header) {
   return token.substr(0, token.find_last_not_of(' ') + 1);
 }
 
+/// The host of a Host header or an origin's authority, without its port ("[::1]:80" -> "[::1]").
+std::string host_name(std::string_view authority) {
+  if (!authority.empty() && authority.front() == '[')
+    return std::string(authority.substr(0, authority.find(']') + 1));
+  return std::string(authority.substr(0, authority.rfind(':')));
+}
+
+/// An IPv4 address in dotted decimal, or a bracketed IPv6 address.
+bool is_address(std::string_view host) {
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    return true;
+  int dots = 0;
+  for (char c : host) {
+    if (c == '.')
+      ++dots;
+    else if (c < '0' || c > '9')
+      return false;
+  }
+  return dots == 3 && !host.empty();
+}
+
 } // namespace
 
 std::array<unsigned char, 32> sha256(std::string_view text) {
@@ -59,14 +80,18 @@ std::array<unsigned char, 32> sha256(std::string_view text) {
 }
 
 access_policy::access_policy(const conf::auth_settings& auth, const std::string& admin_token,
-                             std::vector<std::string> allowed_origins)
+                             std::vector<std::string> allowed_origins,
+                             std::vector<std::string> server_names)
     : auth_(auth), tokens_(auth.tokens), allowed_origins_(std::move(allowed_origins)) {
   if (!admin_token.empty())
     tokens_.push_back({"admin.token", conf::role::admin, sha256(admin_token)});
+  for (const auto& name : server_names)
+    server_names_.push_back(lowercase(name));
 }
 
 access_policy policy_of(const conf::settings& settings) {
-  return {settings.auth, settings.admin.token, settings.server.allowed_origins};
+  return {
+      settings.auth, settings.admin.token, settings.server.allowed_origins, {settings.server.host}};
 }
 
 std::optional<conf::role> access_policy::role_needed(access needed) const {
@@ -87,8 +112,10 @@ std::optional<conf::role> access_policy::role_needed(access needed) const {
 
 void access_policy::authorize(const httplib::Request& req, access needed) const {
   auto role = role_needed(needed);
-  if (!role || !enforcing())
+  if (!role)
     return;
+  if (!enforcing())
+    return check_host(req);
   auto header = req.get_header_value("Authorization");
   if (header.empty()) {
     if (!auth_.allow_anonymous)
@@ -101,7 +128,7 @@ void access_policy::authorize(const httplib::Request& req, access needed) const 
                       fmt::format("requests without a token have role {}; this route needs a "
                                   "token of role {} or above: send 'Authorization: Bearer <token>'",
                                   name_of(auth_.anonymous_role), name_of(*role)));
-    return;
+    return check_host(req);
   }
   auto token = bearer_token(header);
   if (!token)
@@ -121,6 +148,28 @@ void access_policy::authorize(const httplib::Request& req, access needed) const 
     throw api_error(error_kind::forbidden,
                     fmt::format("the token '{}' has role {}; this route needs {}", match->name,
                                 name_of(match->granted), name_of(*role)));
+}
+
+void access_policy::check_host(const httplib::Request& req) const {
+  if (!req.has_header("Origin") && !req.has_header("Sec-Fetch-Site") &&
+      !req.has_header("Sec-Fetch-Mode"))
+    return;
+  const auto name = lowercase(host_name(req.get_header_value("Host")));
+  if (is_address(name) || name == "localhost" ||
+      (name.size() > 10 && name.compare(name.size() - 10, 10, ".localhost") == 0) ||
+      std::find(server_names_.begin(), server_names_.end(), name) != server_names_.end())
+    return;
+  for (const auto& origin : allowed_origins_) {
+    auto authority = origin.find("://");
+    if (authority != std::string::npos && host_name(origin.substr(authority + 3)) == name)
+      return;
+  }
+  throw api_error(error_kind::forbidden,
+                  fmt::format("a web page may call here without a token only by this server's "
+                              "address, localhost or server.host, not '{}' (a page of another "
+                              "site can be behind any other name); list its origin in "
+                              "server.allowedOrigins to serve it",
+                              name.substr(0, 200)));
 }
 
 bool access_policy::origin_allowed(const httplib::Request& req, std::string_view origin) const {

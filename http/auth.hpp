@@ -33,15 +33,19 @@ std::array<unsigned char, 32> sha256(std::string_view text);
 class access_policy {
 public:
   access_policy() = default;
-  /// `admin_token` (plain text, may be empty) is accepted as one more admin token.
+  /// `admin_token` (plain text, may be empty) is accepted as one more admin token;
+  /// `server_names` are the host names this server answers to (server.host), besides its
+  /// addresses and localhost.
   access_policy(const conf::auth_settings& auth, const std::string& admin_token,
-                std::vector<std::string> allowed_origins);
+                std::vector<std::string> allowed_origins,
+                std::vector<std::string> server_names = {});
 
   /// Whether requests must present a token (some token is configured).
   bool enforcing() const { return !tokens_.empty(); }
 
   /// Throws api_error: unauthorized (401) without a valid token where one is needed, forbidden
-  /// (403) when the token's role is below `needed`. Every wrong token, whatever its length, costs
+  /// (403) when the token's role is below `needed`, or when a browser asks without a token by a
+  /// name that is not this server's (check_host). Every wrong token, whatever its length, costs
   /// one SHA-256 and one constant-time comparison with each configured digest.
   void authorize(const httplib::Request& req, access needed) const;
 
@@ -52,6 +56,13 @@ public:
   /// only allowed origins pass.
   void check_forgery(const httplib::Request& req, bool needs_json) const;
 
+  /// For a request a browser sends without a token: throws forbidden (403) unless its Host names
+  /// this server by an IP address, localhost, a server name or the host of an allowed origin. A
+  /// page of another site whose name was pointed at this machine (DNS rebinding) is same-origin
+  /// in the browser's eyes and sends no Origin for a read; its Host gives it away. Clients that
+  /// are not browsers (no Origin, no Sec-Fetch-*) may use any name.
+  void check_host(const httplib::Request& req) const;
+
   /// Whether a browser page of `origin` may call (same origin as `req`, or configured).
   bool origin_allowed(const httplib::Request& req, std::string_view origin) const;
 
@@ -61,9 +72,11 @@ private:
   conf::auth_settings auth_;
   std::vector<conf::token_settings> tokens_; // auth.tokens and admin.token
   std::vector<std::string> allowed_origins_;
+  std::vector<std::string> server_names_; // lower case
 };
 
-/// The access policy `settings` configure (auth.*, admin.token, server.allowedOrigins).
+/// The access policy `settings` configure (auth.*, admin.token, server.allowedOrigins,
+/// server.host).
 access_policy policy_of(const conf::settings& settings);
 
 } // namespace outboxd::http

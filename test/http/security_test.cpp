@@ -436,3 +436,44 @@ TEST_CASE("a simulated partner refuses an aggregate id longer than the database 
   CHECK(r->body.find("X-Aggregate-Id") != std::string::npos);
   CHECK(c.Get("/api/simulator/ledger")->body.find("xxxx") == std::string::npos);
 }
+
+// DNS rebinding: a page of attacker.example, whose name now points at this machine, is
+// same-origin for the browser; without tokens its requests carry Host: attacker.example.
+TEST_CASE("a browser without a token must name this server by address, localhost or its name") {
+  served_server s(true, {R"(server.allowedOrigins=["https://ops.example.com"])"});
+  int port = s.start();
+  auto get = [&](const std::string& host, const std::string& browser_headers) {
+    raw_connection c(port);
+    c.send("GET /api/orders HTTP/1.1\r\nHost: " + host + "\r\n" + browser_headers + "\r\n");
+    return c.read_response(std::chrono::seconds(5));
+  };
+  const std::string same_origin = "Sec-Fetch-Site: same-origin\r\nSec-Fetch-Mode: cors\r\n";
+  const auto p = std::to_string(port);
+  auto rebound = get("attacker.example:" + p, same_origin);
+  CHECK(rebound.status == 403);
+  CHECK(rebound.body.find("not 'attacker.example'") != std::string::npos);
+  CHECK(get("attacker.example:" + p, "Origin: http://attacker.example:" + p + "\r\n").status ==
+        403);
+  // The server's own names, and clients that are not browsers, pass (503: no database here).
+  for (const std::string& host :
+       {"127.0.0.1:" + p, "localhost:" + p, "[::1]:" + p, std::string("LocalHost"),
+        "ui.localhost:" + p, std::string("ops.example.com")}) {
+    CAPTURE(host);
+    CHECK(get(host, same_origin).status == 503);
+  }
+  CHECK(get("outboxd.internal:" + p, "").status == 503);
+  // Open routes (the UI's files, the probes) are not the point.
+  raw_connection ui(port);
+  ui.send("GET / HTTP/1.1\r\nHost: attacker.example\r\n" + same_origin + "\r\n");
+  CHECK(ui.read_response(std::chrono::seconds(5)).status == 200);
+}
+
+TEST_CASE("with tokens, a browser's token is what counts, whatever the name") {
+  served_server s(true, {tokens_setting(), "server.host=0.0.0.0"});
+  int port = s.start();
+  raw_connection c(port);
+  c.send(fmt::format("GET /api/orders HTTP/1.1\r\nHost: outboxd.example\r\nSec-Fetch-Site: "
+                     "same-origin\r\nAuthorization: Bearer {}\r\n\r\n",
+                     read_token));
+  CHECK(c.read_response(std::chrono::seconds(5)).status == 503);
+}

@@ -44,9 +44,14 @@ struct command_outcome {
 struct order_timeline {
   order value;
   std::vector<event_record> events;
-  std::vector<attempt_record> attempts;
+  std::vector<attempt_record> attempts; // the newest max_timeline_attempts, oldest first
+  bool attempts_truncated = false;      // the order has more
   std::vector<dead_letter_record> dead_letters;
 };
+
+/// The most attempt rows an order's timeline lists (a client with the read role must not make
+/// the server build an answer of every row of an order retried for months).
+inline constexpr int max_timeline_attempts = 1000;
 
 /// Order intake and inspection. Every state change writes the order and its outbox event in
 /// one transaction. Throws store_unavailable when the database cannot be reached.

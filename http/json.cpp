@@ -124,6 +124,10 @@ std::string timeline_json(const domain::order_timeline& t) {
   for (const auto& a : t.attempts)
     write_attempt(w, a);
   w.end_array();
+  if (t.attempts_truncated) {
+    w.key("attemptsTruncated");
+    w.value(true);
+  }
   w.key("deadLetters");
   w.start_array();
   for (const auto& d : t.dead_letters)

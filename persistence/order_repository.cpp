@@ -63,9 +63,11 @@ const std::string find_order =
 const std::string events_of_order =
     "SELECT "s + event_columns +
     " FROM outbox_events WHERE aggregate_type = 'order' AND aggregate_id = $1 ORDER BY id";
+// The newest $2 rows (the caller asks for one more than it lists, to tell whether there are).
 const std::string attempts_of_order =
-    "SELECT "s + attempt_columns +
-    " FROM aggregate_results WHERE aggregate_id = $1 AND aggregate_type = 'order' ORDER BY id";
+    "SELECT * FROM (SELECT "s + attempt_columns +
+    " FROM aggregate_results WHERE aggregate_id = $1 AND aggregate_type = 'order' "
+    "ORDER BY id DESC LIMIT $2) newest ORDER BY id";
 const std::string dead_letters_of_order = "SELECT "s + dead_letter_columns +
                                           " FROM dead_letter_events WHERE aggregate_id = $1 "
                                           "AND aggregate_type = 'order' ORDER BY id";
@@ -278,12 +280,15 @@ std::optional<domain::order_timeline> order_repository::timeline(std::int64_t or
     auto found = tx.exec_prepared("find_order", order_id);
     if (found.empty())
       return std::nullopt;
-    domain::order_timeline t{to_order(found[0]), {}, {}, {}};
+    domain::order_timeline t{to_order(found[0]), {}, {}, false, {}};
     auto aggregate = std::to_string(order_id);
     for (const auto& r : tx.exec_prepared("events_of_order", aggregate))
       t.events.push_back(to_event(r));
-    for (const auto& r : tx.exec_prepared("attempts_of_order", aggregate))
-      t.attempts.push_back(to_attempt(r));
+    auto attempts =
+        tx.exec_prepared("attempts_of_order", aggregate, domain::max_timeline_attempts + 1);
+    t.attempts_truncated = attempts.size() > domain::max_timeline_attempts;
+    for (auto r = attempts.begin() + (t.attempts_truncated ? 1 : 0); r != attempts.end(); ++r)
+      t.attempts.push_back(to_attempt(*r));
     for (const auto& r : tx.exec_prepared("dead_letters_of_order", aggregate))
       t.dead_letters.push_back(to_dead_letter(r));
     return t;

@@ -604,7 +604,7 @@ function auditView(t, open) {
   });
 
   return [summary,
-    el('h3', { text: `Attempts (${t.attempts.length})` }),
+    el('h3', { text: t.attemptsTruncated ? `Attempts (the newest ${t.attempts.length})` : `Attempts (${t.attempts.length})` }),
     attempts.length ? el('div', { class: 'attempts' }, attempts) : el('p', { class: 'muted', text: 'No calls yet.' }),
     el('h3', { text: 'Events' }), events,
     el('h3', { text: 'Dead letters' }), dead];

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <pqxx/pqxx>
 #include <set>
 #include <thread>
@@ -442,6 +443,31 @@ TEST_CASE_FIXTURE(fixture, "the timeline shows the order's own events, attempts,
   CHECK_FALSE(t->attempts[0].request_payload_json);
   REQUIRE(t->dead_letters.size() == 1);
   CHECK(t->dead_letters[0].reason == "NON_RETRYABLE_ERROR");
+}
+
+TEST_CASE_FIXTURE(fixture, "the timeline lists an order's newest 1 000 attempts and says so") {
+  auto id = repo.create(sample(), std::nullopt).value.id;
+  auto add_attempts = [&](int n) {
+    query_value(db(), fmt::format("INSERT INTO aggregate_results (event_id, aggregate_id, "
+                                  "event_type, destination, fanout_order, attempt, endpoint_url, "
+                                  "http_method, outcome) SELECT 1, '{}', 'OrderCreated', "
+                                  "'inventory', 0, n, 'http://x/r', 'POST', 'retryable' FROM "
+                                  "generate_series(1, {}) n RETURNING 1",
+                                  id, n));
+  };
+  add_attempts(domain::max_timeline_attempts);
+  auto whole = repo.timeline(id);
+  REQUIRE(whole);
+  CHECK(whole->attempts.size() == domain::max_timeline_attempts);
+  CHECK_FALSE(whole->attempts_truncated);
+  add_attempts(5); // attempts 1..5 again, newer
+  auto t = repo.timeline(id);
+  REQUIRE(t);
+  REQUIRE(t->attempts.size() == domain::max_timeline_attempts);
+  CHECK(t->attempts_truncated);
+  CHECK(t->attempts.front().attempt == 6); // the five oldest rows are left out
+  CHECK(t->attempts.back().attempt == 5);  // the newest row comes last
+  CHECK(t->attempts.front().id < t->attempts.back().id);
 }
 
 TEST_CASE_FIXTURE(fixture, "the pool reconnects after its connections are killed") {

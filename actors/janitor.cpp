@@ -168,12 +168,16 @@ caf::behavior janitor_actor(janitor* self, context_ptr ctx) {
                       "[{}]; dead letters back to PENDING [{}], FAILED [{}]",
                       fmt::join(outbox.returned, ", "), fmt::join(outbox.dead_lettered, ", "),
                       fmt::join(dlq.returned, ", "), fmt::join(dlq.dead_lettered, ", "));
-          for (const auto* r : {&outbox, &dlq})
+          for (const auto* r : {&outbox, &dlq}) {
             for (const auto& what : r->attention)
               log::error(tag,
                          "order needs attention: {} ran out of retries when its lease "
                          "expired",
                          what);
+            for (const auto& what : r->refused)
+              log::error(tag, "an expired lease could not be reclaimed, the database refused: {}",
+                         what);
+          }
         });
         self->delayed_send(self, s.outbox.reaper_interval, reap_atom::value);
       },

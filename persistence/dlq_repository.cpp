@@ -178,18 +178,42 @@ reaped dlq_repository::reap_expired(int max_retries, const reap_guard& may_reap)
     return out;
   for (const auto& r : tx.exec_prepared("dlq_expired")) {
     const auto id = r[0].as<std::int64_t>();
+    const auto type = r[1].as<std::string>();
+    const auto aggregate = r[2].as<std::string>();
     auto error = "lease of " + r[4].as<std::string>() + " expired";
     bool exhausted = r[3].as<int>() + 1 > max_retries;
-    tx.exec_prepared("dlq_reap", id, std::string(exhausted ? "FAILED" : "PENDING"), error);
-    if (exhausted) {
-      apply_transition(tx, hooks_of(hooks_, r[1].as<std::string>()), r[2].as<std::string>(),
-                       domain::engine_outcome::compensation_failed, error);
-      out.dead_lettered.push_back(id);
-      out.attention.push_back(fmt::format("dead letter {} ({} {})", id, r[1].as<std::string>(),
-                                          r[2].as<std::string>()));
-    } else {
-      out.returned.push_back(id);
+    const std::string status = exhausted ? "FAILED" : "PENDING";
+    auto reap = [&](pqxx::transaction_base& sub) {
+      sub.exec_prepared("dlq_reap", id, status, error);
+    };
+    std::string why;
+    if (!exhausted) {
+      if (in_savepoint(tx, reap, why))
+        out.returned.push_back(id);
+      else
+        out.refused.push_back(fmt::format("dead letter {} ({} {}): {}", id, type, aggregate, why));
+      continue;
     }
+    const auto described = fmt::format("dead letter {} ({} {})", id, type, aggregate);
+    if (!in_savepoint(
+            tx,
+            [&](pqxx::transaction_base& sub) {
+              reap(sub);
+              apply_transition(sub, hooks_of(hooks_, type), aggregate,
+                               domain::engine_outcome::compensation_failed, error);
+            },
+            why)) {
+      // The order's move to ATTENTION was refused: the dead letter is FAILED all the same, so
+      // that the FAILED dead-letter gauge (what the alert watches) counts it.
+      out.refused.push_back(
+          fmt::format("{}: its order could not be put in ATTENTION: {}", described, why));
+      if (!in_savepoint(tx, reap, why)) {
+        out.refused.push_back(fmt::format("{}: {}", described, why));
+        continue;
+      }
+    }
+    out.dead_lettered.push_back(id);
+    out.attention.push_back(described);
   }
   tx.commit();
   return out;

@@ -8,6 +8,7 @@
 #include "persistence/outbox_repository.hpp"
 
 #include "persistence/claim_walk.hpp"
+#include "persistence/connection_pool.hpp"
 #include "persistence/rows.hpp"
 
 #include <algorithm>
@@ -492,6 +493,23 @@ bool may_reap_in(pqxx::transaction_base& tx, const reap_guard& may_reap) {
   return may_reap(std::chrono::system_clock::time_point(std::chrono::microseconds(micros)));
 }
 
+bool in_savepoint(pqxx::transaction_base& tx,
+                  const std::function<void(pqxx::transaction_base& sub)>& f, std::string& why) {
+  tx.exec0("SAVEPOINT reap_row");
+  try {
+    f(tx);
+    tx.exec0("RELEASE SAVEPOINT reap_row");
+    return true;
+  } catch (const pqxx::failure& e) {
+    if (is_connection_loss(e))
+      throw;
+    std::string_view what = e.what();
+    why = std::string(what.substr(0, what.find('\n')));
+  }
+  tx.exec0("ROLLBACK TO SAVEPOINT reap_row");
+  return false;
+}
+
 reaped outbox_repository::reap_expired(int max_retries, const reap_guard& may_reap) {
   reaped out;
   pqxx::work tx(conn_);
@@ -500,19 +518,37 @@ reaped outbox_repository::reap_expired(int max_retries, const reap_guard& may_re
   for (const auto& r : tx.exec_prepared("outbox_expired")) {
     auto e = to_claimed(r);
     auto error = "lease of " + r[9].as<std::string>() + " expired";
+    std::string why;
     if (e.attempts + 1 > max_retries) {
       bool cancellation = is_cancellation(e.event_type);
-      dead_letter_in(tx, e, cancellation ? "CANCELLATION_FAILED" : "MAX_RETRIES_EXCEEDED", error,
-                     cancellation ? "FAILED" : "PENDING",
-                     cancellation ? std::optional(domain::engine_outcome::compensation_failed)
-                                  : std::nullopt);
+      if (!in_savepoint(
+              tx,
+              [&](pqxx::transaction_base& sub) {
+                dead_letter_in(
+                    sub, e, cancellation ? "CANCELLATION_FAILED" : "MAX_RETRIES_EXCEEDED", error,
+                    cancellation ? "FAILED" : "PENDING",
+                    cancellation ? std::optional(domain::engine_outcome::compensation_failed)
+                                 : std::nullopt);
+              },
+              why)) {
+        out.refused.push_back(
+            fmt::format("event {} ({} {}): {}", e.id, e.aggregate_type, e.aggregate_id, why));
+        continue;
+      }
       out.dead_lettered.push_back(e.id);
       if (cancellation)
         out.attention.push_back(
             fmt::format("cancellation event {} ({} {})", e.id, e.aggregate_type, e.aggregate_id));
-    } else {
-      tx.exec_prepared("outbox_reap_back", e.id, error);
+    } else if (in_savepoint(
+                   tx,
+                   [&](pqxx::transaction_base& sub) {
+                     sub.exec_prepared("outbox_reap_back", e.id, error);
+                   },
+                   why)) {
       out.returned.push_back(e.id);
+    } else {
+      out.refused.push_back(
+          fmt::format("event {} ({} {}): {}", e.id, e.aggregate_type, e.aggregate_id, why));
     }
   }
   tx.commit();

@@ -81,7 +81,17 @@ struct reaped {
   /// What the reap put in ATTENTION, one description each ("dead letter 7 (order 12)"): a dead
   /// letter or a cancellation out of attempts, to be logged as an error.
   std::vector<std::string> attention;
+  /// Rows the database refused to move (a user's trigger, say), each with why: left as they
+  /// were (or, for a dead letter, FAILED without its order's transition), to be logged as errors.
+  /// The other rows of the reap are moved all the same.
+  std::vector<std::string> refused;
 };
+
+/// Runs `f(sub)` in a savepoint of `tx`: true when it committed; false, with the database's
+/// message in `why`, when the database refused it (rolled back to the savepoint, `tx` goes on).
+/// A lost connection still throws.
+bool in_savepoint(pqxx::transaction_base& tx,
+                  const std::function<void(pqxx::transaction_base& tx)>& f, std::string& why);
 
 class outbox_repository {
 public:

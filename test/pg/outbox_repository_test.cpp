@@ -863,3 +863,67 @@ TEST_CASE_FIXTURE(fixture,
   CHECK(states["billing"].last_attempt == 3);
   CHECK(a.step_states(id, 3)["billing"].attempts_recorded == 2);
 }
+
+TEST_CASE("a reap goes on past rows the database refuses, and fails a dead letter whose order "
+          "cannot be put in ATTENTION") {
+  truncate_all(db());
+  for (int i = 0; i < 2; ++i)
+    exec("INSERT INTO orders (customer_id, total_amount, shipping_type) VALUES ('C', 1, "
+         "'domestic')");
+  // Order 1 cannot change, nor can the events of order 3.
+  exec(R"sql(CREATE OR REPLACE FUNCTION test_refuse_order() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.id = 1 THEN
+    RAISE EXCEPTION 'test refuses changes of order 1';
+  END IF;
+  RETURN NEW;
+END $$)sql");
+  exec(R"sql(CREATE OR REPLACE FUNCTION test_refuse_events() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.aggregate_id = '3' THEN
+    RAISE EXCEPTION 'test refuses changes of order 3';
+  END IF;
+  RETURN NEW;
+END $$)sql");
+  persistence::order_hooks hooks;
+  pqxx::connection conn(db());
+  persistence::outbox_repository repo(conn, {{"order", &hooks}});
+  persistence::dlq_repository dlq(conn, {{"order", &hooks}});
+  // Dead letters of both orders, claimed, their leases expired, no retry left.
+  for (const char* order : {"1", "2"}) {
+    add_event(order);
+    auto c = repo.claim("a", 1, 60s);
+    REQUIRE(repo.dead_letter(c[0], "MAX_RETRIES_EXCEEDED", "billing: HTTP 503"));
+  }
+  auto letters = dlq.claim("dlq-a", 10, 1ms);
+  REQUIRE(letters.size() == 2);
+  // Events of two other orders, leased, expired.
+  for (const char* order : {"3", "4"})
+    add_event(order, "OrderStatusUpdated");
+  auto events = repo.claim("a", 10, 1ms);
+  REQUIRE(events.size() == 2);
+  std::this_thread::sleep_for(10ms);
+  exec("CREATE TRIGGER test_refuse_orders BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION "
+       "test_refuse_order()");
+  exec("CREATE TRIGGER test_refuse_events BEFORE UPDATE ON outbox_events FOR EACH ROW EXECUTE "
+       "FUNCTION test_refuse_events()");
+
+  auto reaped = repo.reap_expired(5);
+  CHECK(reaped.returned.size() == 1); // order 4's event
+  REQUIRE(reaped.refused.size() == 1);
+  CHECK(reaped.refused[0].find("(order 3): ERROR:  test refuses changes of order 3") !=
+        std::string::npos);
+
+  auto letters_reaped = dlq.reap_expired(0);
+  CHECK(letters_reaped.dead_lettered.size() == 2); // both FAILED
+  CHECK(letters_reaped.attention.size() == 2);
+  REQUIRE(letters_reaped.refused.size() == 1);
+  CHECK(letters_reaped.refused[0].find("(order 1): its order could not be put in ATTENTION") !=
+        std::string::npos);
+  CHECK(query_value(db(), "SELECT string_agg(status, ' ' ORDER BY id) FROM dead_letter_events") ==
+        "FAILED FAILED");
+  CHECK(query_value(db(), "SELECT string_agg(order_status, ' ' ORDER BY id) FROM orders") ==
+        "PENDING ATTENTION");
+  exec("DROP TRIGGER test_refuse_orders ON orders");
+  exec("DROP TRIGGER test_refuse_events ON outbox_events");
+}

@@ -136,10 +136,11 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
   persistence::order_repository orders(pool, &notifier, [](std::size_t n) {
     metrics::global().intake_batch_orders.observe({}, static_cast<double>(n));
   });
-  persistence::dead_letter_admin dead_letters(pool);
-  persistence::outbox_admin outbox(pool);
   persistence::order_hooks order_hooks;
-  actors::engine engine(settings, {{std::string(domain::order_aggregate), &order_hooks}});
+  const persistence::hooks_by_type hooks{{std::string(domain::order_aggregate), &order_hooks}};
+  persistence::dead_letter_admin dead_letters(pool, hooks);
+  persistence::outbox_admin outbox(pool);
+  actors::engine engine(settings, hooks);
 
   auto readiness = [&pool, &engine] {
     http::readiness_report report;

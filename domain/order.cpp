@@ -373,6 +373,19 @@ std::variant<std::string, field_errors> validate_cancel(const rapidjson::Value* 
   return reason;
 }
 
+std::variant<std::string, field_errors> validate_resolution(const rapidjson::Value* body) {
+  if (body == nullptr || !body->IsObject())
+    return field_errors{{"reason", "is required: say what was done by hand"}};
+  field_errors errors;
+  refuse_unknown_fields(*body, {"reason"}, "", errors);
+  auto reason = text_field(*body, "reason", "reason", max_reason_chars, true, errors);
+  if (reason && reason->empty())
+    errors.push_back({"reason", "must not be empty: say what was done by hand"});
+  if (!errors.empty())
+    return errors;
+  return "resolved by an operator: " + *reason;
+}
+
 decision decide(order_status current, order_command command) {
   using s = order_status;
   auto conflict = [&](std::string_view what) {

@@ -102,6 +102,11 @@ std::variant<order_command, field_errors> validate_status_update(const rapidjson
 /// Validates the optional body of `POST /api/orders/{id}/cancel`: `{"reason": "..."}`.
 std::variant<std::string, field_errors> validate_cancel(const rapidjson::Value* body);
 
+/// The body of an operator's resolution of a failed dead letter: `{"reason": "..."}`, the reason
+/// required (what was done by hand), at most as long as a cancellation's. Answers the status
+/// reason the order is given: "resolved by an operator: <reason>".
+std::variant<std::string, field_errors> validate_resolution(const rapidjson::Value* body);
+
 /// The state machine's answer to a command: change state, nothing to do (the request was already
 /// carried out: answer from the current state), or refuse (409) with a reason.
 struct decision {

@@ -95,6 +95,11 @@ public:
   find(std::int64_t id) = 0;
   /// FAILED → PENDING with fresh attempts; the compensation resumes where it stopped.
   virtual redrive_outcome redrive(std::int64_t id) = 0;
+  /// FAILED → PROCESSED by an operator who undid what was left by hand (or found nothing left):
+  /// the order leaves ATTENTION as a finished compensation would leave it (FAILED, or CANCELLED
+  /// for a cancellation), with `reason` as its status reason and the dead letter's revert error,
+  /// in one transaction. `redriven` in the outcome means resolved.
+  virtual redrive_outcome resolve(std::int64_t id, const std::string& reason) = 0;
 };
 
 /// Counts for the operator: events by status, dead letters by status and reason, orders by

@@ -415,6 +415,27 @@ void retry_dead_letter(const api_context& c, const httplib::Request& req, httpli
   reply(res, 202, w.str());
 }
 
+void resolve_dead_letter(const api_context& c, const httplib::Request& req,
+                         httplib::Response& res) {
+  auto id = parse_id(req.matches[1], "dead letter");
+  auto body = parse_json_body(req, false);
+  auto reason = value_or_422(domain::validate_resolution(body ? &*body : nullptr));
+  auto outcome = c.deps.dead_letters.resolve(id, reason);
+  using kind = domain::redrive_outcome::kind;
+  if (outcome.what == kind::not_found)
+    throw api_error(error_kind::not_found, fmt::format("dead letter {} not found", id));
+  if (outcome.what == kind::not_failed)
+    throw api_error(error_kind::invalid_transition,
+                    fmt::format("dead letter {} is {}; only a FAILED dead letter can be resolved "
+                                "by hand",
+                                id, outcome.value->status));
+  log::warn("http", "dead letter {} ({} of aggregate {}) {}", id, outcome.value->event_type,
+            outcome.value->aggregate_id, reason);
+  json_writer w;
+  write_dead_letter(w, *outcome.value);
+  reply(res, 200, w.str());
+}
+
 using handler = void (*)(const api_context&, const httplib::Request&, httplib::Response&);
 
 struct route {
@@ -443,6 +464,7 @@ const route route_table[] = {
     {"GET", "/api/dlq", list_dead_letters, access::read},
     {"GET", "/api/dlq/{id}", get_dead_letter, access::read},
     {"POST", "/api/dlq/{id}/retry", retry_dead_letter, access::admin},
+    {"POST", "/api/dlq/{id}/resolve", resolve_dead_letter, access::admin},
 };
 
 } // namespace

@@ -1,6 +1,7 @@
 // Dead-letter inspection and redrive queries.
 #include "persistence/dead_letter_admin.hpp"
 
+#include "persistence/aggregate_hooks.hpp"
 #include "persistence/rows.hpp"
 
 namespace outboxd::persistence {
@@ -23,6 +24,12 @@ const std::string redrive_sql =
     "resolved_at = NULL, status_changed_at = now() WHERE id = $1 AND status = 'FAILED' "
     "RETURNING "s +
     dead_letter_columns;
+// An operator's resolution: done by hand, nothing left to compensate.
+const std::string resolve_sql =
+    "UPDATE dead_letter_events SET status = 'PROCESSED', revert_error = $2, resolved_at = now(), "
+    "next_retry_at = NULL, status_changed_at = now() WHERE id = $1 AND status = 'FAILED' "
+    "RETURNING "s +
+    dead_letter_columns;
 
 } // namespace
 
@@ -30,7 +37,8 @@ std::vector<statement> dead_letter_admin::statements() {
   return {{"dlq_admin_list", list_sql},
           {"dlq_admin_find", find_sql},
           {"dlq_admin_attempts", attempts_sql},
-          {"dlq_admin_redrive", redrive_sql}};
+          {"dlq_admin_redrive", redrive_sql},
+          {"dlq_admin_resolve", resolve_sql}};
 }
 
 std::vector<domain::dead_letter_record>
@@ -61,12 +69,37 @@ dead_letter_admin::find(std::int64_t id) {
 }
 
 domain::redrive_outcome dead_letter_admin::redrive(std::int64_t id) {
+  return change_failed(
+      id, [&](pqxx::work& tx) { return tx.exec_prepared("dlq_admin_redrive", id); }, nullptr);
+}
+
+domain::redrive_outcome dead_letter_admin::resolve(std::int64_t id, const std::string& reason) {
+  return change_failed(
+      id, [&](pqxx::work& tx) { return tx.exec_prepared("dlq_admin_resolve", id, reason); },
+      [&](pqxx::work& tx, const domain::dead_letter_record& d) {
+        // A failed cancellation ends as a cancellation would have: CANCELLED; any other FAILED.
+        const bool cancellation = d.event_type.rfind('!', 0) == 0;
+        const auto type =
+            tx.exec_params1("SELECT aggregate_type FROM dead_letter_events WHERE id = $1", d.id)[0]
+                .as<std::string>();
+        apply_transition(tx, hooks_of(hooks_, type), d.aggregate_id,
+                         cancellation ? domain::engine_outcome::cancellation_compensated
+                                      : domain::engine_outcome::fanout_compensated,
+                         reason);
+      });
+}
+
+domain::redrive_outcome dead_letter_admin::change_failed(
+    std::int64_t id, const std::function<pqxx::result(pqxx::work&)>& change,
+    const std::function<void(pqxx::work&, const domain::dead_letter_record&)>& then) {
   using kind = domain::redrive_outcome::kind;
   return pool_.run([&](pqxx::connection& c) {
     pqxx::work tx(c);
-    auto updated = tx.exec_prepared("dlq_admin_redrive", id);
+    auto updated = change(tx);
     if (!updated.empty()) {
       auto d = to_dead_letter(updated[0]);
+      if (then)
+        then(tx, d);
       tx.commit();
       return domain::redrive_outcome{kind::redriven, std::move(d)};
     }

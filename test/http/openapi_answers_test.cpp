@@ -167,6 +167,7 @@ TEST_CASE("the OpenAPI document lists the server's operations") {
                                                 {"GET", "/api/dlq"},
                                                 {"GET", "/api/dlq/{id}"},
                                                 {"POST", "/api/dlq/{id}/retry"},
+                                                {"POST", "/api/dlq/{id}/resolve"},
                                                 {"GET", "/api/orders"},
                                                 {"POST", "/api/orders"},
                                                 {"DELETE", "/api/orders/{id}"},
@@ -341,6 +342,15 @@ TEST_CASE_FIXTURE(openapi_fixture, "every documented operation answers what the 
   expect("POST", "/api/dlq/{id}/retry", client->post(retry, "", bearer), 202);
   expect("POST", "/api/dlq/{id}/retry", client->post(retry, "", bearer), 409);
   expect("POST", "/api/dlq/{id}/retry", client->post("/api/dlq/999/retry", "", bearer), 404);
+  auto resolve = "/api/dlq/" + id(add_dead_letter(third, "FAILED")) + "/resolve";
+  const std::string by_hand = R"({"reason":"refunded in the billing console"})";
+  expect("POST", "/api/dlq/{id}/resolve", anonymous->post(resolve, by_hand), 401);
+  expect("POST", "/api/dlq/{id}/resolve", client->post(resolve, "{}", bearer), 422);
+  expect("POST", "/api/dlq/{id}/resolve", client->post(resolve, R"({"reason":" "})", bearer), 422);
+  expect("POST", "/api/dlq/{id}/resolve", client->post(resolve, by_hand, bearer), 200);
+  expect("POST", "/api/dlq/{id}/resolve", client->post(resolve, by_hand, bearer), 409);
+  expect("POST", "/api/dlq/{id}/resolve", client->post("/api/dlq/999/resolve", by_hand, bearer),
+         404);
 
   // Commands.
   sql("UPDATE orders SET order_status = 'CONFIRMED' WHERE id = " + id(third));

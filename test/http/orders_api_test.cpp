@@ -657,7 +657,7 @@ TEST_CASE("GET /api/outbox/fanout describes the shipped configuration") {
 
 TEST_CASE_FIXTURE(server_fixture, "every listed route is served and only those") {
   auto routes = http::api_server::routes();
-  CHECK(routes.size() == 16);
+  CHECK(routes.size() == 17);
   using http::access;
   const http::route_info some[] = {{"GET", "/api/orders/{id}", access::read},
                                    {"POST", "/api/dlq/{id}/retry", access::admin},

@@ -61,6 +61,7 @@ const std::map<openapi_operation, http::access> expected_access = {
     {{"GET", "/api/dlq"}, http::access::read},
     {{"GET", "/api/dlq/{id}"}, http::access::read},
     {{"POST", "/api/dlq/{id}/retry"}, http::access::admin},
+    {{"POST", "/api/dlq/{id}/resolve"}, http::access::admin},
     {{"GET", "/api/simulator/config"}, http::access::read},
     {{"PUT", "/api/simulator/config"}, http::access::admin},
     {{"POST", "/api/simulator/reset"}, http::access::admin},

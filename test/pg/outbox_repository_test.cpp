@@ -2,8 +2,11 @@
 // SKIP LOCKED, a cost that follows the claim's size), lease fencing, retries, dead-lettering, the
 // reaper and retention.
 #include "domain/lease_clock.hpp"
+#include "persistence/connection_pool.hpp"
+#include "persistence/dead_letter_admin.hpp"
 #include "persistence/dlq_repository.hpp"
 #include "persistence/outbox_repository.hpp"
+#include "persistence/statements.hpp"
 #include "test/support/test_db.hpp"
 
 #include <doctest/doctest.h>
@@ -926,4 +929,48 @@ END $$)sql");
         "PENDING ATTENTION");
   exec("DROP TRIGGER test_refuse_orders ON orders");
   exec("DROP TRIGGER test_refuse_events ON outbox_events");
+}
+
+TEST_CASE("an operator resolves a FAILED dead letter by hand: its order leaves ATTENTION as a "
+          "compensation would have left it") {
+  truncate_all(db());
+  for (int i = 0; i < 2; ++i)
+    exec("INSERT INTO orders (customer_id, total_amount, shipping_type, order_status, "
+         "status_reason) VALUES ('C', 1, 'domestic', 'ATTENTION', 'billing.revert: HTTP 400')");
+  persistence::order_hooks hooks;
+  persistence::connection_pool pool{db(), 1, persistence::pooled_statements()};
+  persistence::dead_letter_admin admin{pool, {{"order", &hooks}}};
+  // Order 1's fan-out failed and its compensation too; order 2's cancellation could not revert.
+  auto letter_of = [&](const char* order, const char* event_type, const char* reason) {
+    auto event = add_event(order, event_type);
+    exec("UPDATE outbox_events SET status = 'DEAD' WHERE id = " + std::to_string(event));
+    return std::stoll(query_value(
+        db(), fmt::format("INSERT INTO dead_letter_events (original_event_id, aggregate_type, "
+                          "aggregate_id, event_type, payloads, reason, status, revert_error) "
+                          "VALUES ({}, 'order', '{}', '{}', '{{}}', '{}', 'FAILED', 'HTTP 400') "
+                          "RETURNING id",
+                          event, order, event_type, reason)));
+  };
+  auto forward = letter_of("1", "OrderCreated", "NON_RETRYABLE_ERROR");
+  auto cancellation = letter_of("2", "!OrderCreated", "CANCELLATION_FAILED");
+  using kind = domain::redrive_outcome::kind;
+
+  auto done = admin.resolve(forward, "resolved by an operator: refunded in the billing console");
+  CHECK(done.what == kind::redriven);
+  REQUIRE(done.value);
+  CHECK(done.value->status == "PROCESSED");
+  CHECK(done.value->revert_error == "resolved by an operator: refunded in the billing console");
+  CHECK(admin.resolve(cancellation, "resolved by an operator: cancelled by phone").what ==
+        kind::redriven);
+  CHECK(query_value(db(), "SELECT string_agg(order_status || ' ' || status_reason, '; ' ORDER BY "
+                          "id) FROM orders") ==
+        "FAILED resolved by an operator: refunded in the billing console; CANCELLED resolved by "
+        "an operator: cancelled by phone");
+  // Only a FAILED one, once.
+  auto again = admin.resolve(forward, "resolved by an operator: twice");
+  CHECK(again.what == kind::not_failed);
+  CHECK(admin.resolve(424242, "resolved by an operator: none").what == kind::not_found);
+  exec("UPDATE dead_letter_events SET status = 'PENDING' WHERE id = " +
+       std::to_string(cancellation));
+  CHECK(admin.resolve(cancellation, "resolved by an operator: pending").what == kind::not_failed);
 }

@@ -183,9 +183,7 @@ reaped dlq_repository::reap_expired(int max_retries, const reap_guard& may_reap)
     auto error = "lease of " + r[4].as<std::string>() + " expired";
     bool exhausted = r[3].as<int>() + 1 > max_retries;
     const std::string status = exhausted ? "FAILED" : "PENDING";
-    auto reap = [&](pqxx::transaction_base& sub) {
-      sub.exec_prepared("dlq_reap", id, status, error);
-    };
+    auto reap = [&] { tx.exec_prepared("dlq_reap", id, status, error); };
     std::string why;
     if (!exhausted) {
       if (in_savepoint(tx, reap, why))
@@ -197,9 +195,9 @@ reaped dlq_repository::reap_expired(int max_retries, const reap_guard& may_reap)
     const auto described = fmt::format("dead letter {} ({} {})", id, type, aggregate);
     if (!in_savepoint(
             tx,
-            [&](pqxx::transaction_base& sub) {
-              reap(sub);
-              apply_transition(sub, hooks_of(hooks_, type), aggregate,
+            [&] {
+              reap();
+              apply_transition(tx, hooks_of(hooks_, type), aggregate,
                                domain::engine_outcome::compensation_failed, error);
             },
             why)) {

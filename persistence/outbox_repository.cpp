@@ -493,11 +493,10 @@ bool may_reap_in(pqxx::transaction_base& tx, const reap_guard& may_reap) {
   return may_reap(std::chrono::system_clock::time_point(std::chrono::microseconds(micros)));
 }
 
-bool in_savepoint(pqxx::transaction_base& tx,
-                  const std::function<void(pqxx::transaction_base& sub)>& f, std::string& why) {
+bool in_savepoint(pqxx::transaction_base& tx, const std::function<void()>& f, std::string& why) {
   tx.exec0("SAVEPOINT reap_row");
   try {
-    f(tx);
+    f();
     tx.exec0("RELEASE SAVEPOINT reap_row");
     return true;
   } catch (const pqxx::failure& e) {
@@ -523,12 +522,12 @@ reaped outbox_repository::reap_expired(int max_retries, const reap_guard& may_re
       bool cancellation = is_cancellation(e.event_type);
       if (!in_savepoint(
               tx,
-              [&](pqxx::transaction_base& sub) {
-                dead_letter_in(
-                    sub, e, cancellation ? "CANCELLATION_FAILED" : "MAX_RETRIES_EXCEEDED", error,
-                    cancellation ? "FAILED" : "PENDING",
-                    cancellation ? std::optional(domain::engine_outcome::compensation_failed)
-                                 : std::nullopt);
+              [&] {
+                dead_letter_in(tx, e, cancellation ? "CANCELLATION_FAILED" : "MAX_RETRIES_EXCEEDED",
+                               error, cancellation ? "FAILED" : "PENDING",
+                               cancellation
+                                   ? std::optional(domain::engine_outcome::compensation_failed)
+                                   : std::nullopt);
               },
               why)) {
         out.refused.push_back(
@@ -540,11 +539,7 @@ reaped outbox_repository::reap_expired(int max_retries, const reap_guard& may_re
         out.attention.push_back(
             fmt::format("cancellation event {} ({} {})", e.id, e.aggregate_type, e.aggregate_id));
     } else if (in_savepoint(
-                   tx,
-                   [&](pqxx::transaction_base& sub) {
-                     sub.exec_prepared("outbox_reap_back", e.id, error);
-                   },
-                   why)) {
+                   tx, [&] { tx.exec_prepared("outbox_reap_back", e.id, error); }, why)) {
       out.returned.push_back(e.id);
     } else {
       out.refused.push_back(

@@ -87,11 +87,10 @@ struct reaped {
   std::vector<std::string> refused;
 };
 
-/// Runs `f(sub)` in a savepoint of `tx`: true when it committed; false, with the database's
-/// message in `why`, when the database refused it (rolled back to the savepoint, `tx` goes on).
-/// A lost connection still throws.
-bool in_savepoint(pqxx::transaction_base& tx,
-                  const std::function<void(pqxx::transaction_base& tx)>& f, std::string& why);
+/// Runs `f` (statements on `tx`) in a savepoint of `tx`: true when they went through; false,
+/// with the database's message in `why`, when the database refused one (rolled back to the
+/// savepoint, `tx` goes on). A lost connection still throws.
+bool in_savepoint(pqxx::transaction_base& tx, const std::function<void()>& f, std::string& why);
 
 class outbox_repository {
 public:

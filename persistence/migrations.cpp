@@ -130,6 +130,33 @@ void apply(pqxx::nontransaction& session, const migration& m) {
   }
 }
 
+} // namespace
+
+std::string oldest_transactions(pqxx::nontransaction& session) {
+  // Who holds the lock is known only while waiting for it; a lock held (or a snapshot an index
+  // build waits out) belongs to an open transaction, and the oldest are the likely ones. No
+  // query text: it may carry customers' data, and the pid finds it.
+  auto rows = session.exec(
+      "SELECT pid, coalesce(nullif(application_name, ''), '-'), coalesce(usename, '-'), "
+      "coalesce(host(client_addr), 'local'), coalesce(state, '-'), "
+      "floor(extract(epoch FROM clock_timestamp() - xact_start))::bigint FROM pg_stat_activity "
+      "WHERE xact_start IS NOT NULL AND pid <> pg_backend_pid() "
+      "AND datname = current_database() ORDER BY xact_start LIMIT 3");
+  if (rows.empty())
+    return "no other session of this database has a transaction open";
+  std::string out = "the oldest open transactions: ";
+  for (pqxx::result::size_type i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    if (i > 0)
+      out += "; ";
+    out += fmt::format("pid {} ({}, user {}, from {}, {} for {}s)", r[0].c_str(), r[1].c_str(),
+                       r[2].c_str(), r[3].c_str(), r[4].c_str(), r[5].c_str());
+  }
+  return out;
+}
+
+namespace {
+
 /// Applies `m`, trying again (after a growing delay) when it gave up waiting for a lock.
 void apply_with_retries(pqxx::nontransaction& session, const migration& m,
                         const migrate_options& options) {
@@ -139,12 +166,18 @@ void apply_with_retries(pqxx::nontransaction& session, const migration& m,
       apply(session, m);
       return;
     } catch (const pqxx::sql_error& e) {
-      if (e.sqlstate() != "55P03" || attempt >= options.attempts)
+      if (e.sqlstate() != "55P03")
         throw;
+      if (attempt >= options.attempts)
+        throw std::runtime_error(fmt::format(
+            "{}: a lock was not free within {}ms in {} attempts; {} (pg_terminate_backend(pid) "
+            "ends one)",
+            m.name, options.lock_timeout.count(), attempt, oldest_transactions(session)));
       log::warn("migrate",
-                "{}: a lock was not free within {}ms (the database is busy); rolled back, trying "
-                "again in {}ms (attempt {} of {})",
-                m.name, options.lock_timeout.count(), delay.count(), attempt + 1, options.attempts);
+                "{}: a lock was not free within {}ms (the database is busy; {}); rolled back, "
+                "trying again in {}ms (attempt {} of {})",
+                m.name, options.lock_timeout.count(), oldest_transactions(session), delay.count(),
+                attempt + 1, options.attempts);
       std::this_thread::sleep_for(delay);
       delay = std::min(delay * 2, max_retry_delay);
     }

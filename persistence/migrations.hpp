@@ -44,4 +44,9 @@ std::vector<std::string> migrate(pqxx::connection& conn, const std::vector<migra
 /// The highest applied version, 0 when none (or the bookkeeping table does not exist yet).
 int applied_migration_version(pqxx::connection& conn);
 
+/// The sessions whose open transactions are the oldest in this database (at most three: pid,
+/// application, user, client, state, age), for a message about a lock or an index build that
+/// waits; or a sentence saying there is none.
+std::string oldest_transactions(pqxx::nontransaction& session);
+
 } // namespace outboxd::persistence

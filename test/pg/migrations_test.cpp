@@ -200,6 +200,48 @@ TEST_CASE("a migration that cannot get its lock gives up after the lock timeout,
   CHECK(query_value(conninfo, "SELECT count(*) FROM orders") == "2");
 }
 
+TEST_CASE("a migration that never gets its lock fails naming the sessions with the oldest open "
+          "transactions") {
+  auto conninfo = empty_database("outboxd_pg_migrate_blocked");
+  {
+    pqxx::connection c(conninfo);
+    persistence::migrate(c);
+  }
+  pqxx::connection idle_conn(conninfo + " application_name=report-tool");
+  pqxx::work idle_tx(idle_conn);
+  insert_order(idle_tx, "left open"); // and left idle in its transaction
+  const auto pid = std::to_string(idle_conn.backendpid());
+  {
+    pqxx::connection c(conninfo);
+    pqxx::nontransaction session(c);
+    auto described = persistence::oldest_transactions(session);
+    CHECK(described.find("pid " + pid + " (report-tool, user ") != std::string::npos);
+    CHECK(described.find("idle in transaction for ") != std::string::npos);
+  }
+
+  persistence::migrate_options options;
+  options.lock_timeout = std::chrono::milliseconds(100);
+  options.attempts = 2;
+  options.first_retry_delay = std::chrono::milliseconds(50);
+  pqxx::connection c(conninfo);
+  try {
+    persistence::migrate(
+        c, with({{9003, "9003_note.sql", "ALTER TABLE orders ADD COLUMN note TEXT;"}}), options);
+    FAIL("the migration got a lock the open transaction holds");
+  } catch (const std::runtime_error& e) {
+    const std::string message = e.what();
+    CHECK(message.find("9003_note.sql: a lock was not free within 100ms in 2 attempts") !=
+          std::string::npos);
+    CHECK(message.find("pid " + pid + " (report-tool") != std::string::npos);
+  }
+  idle_tx.abort();
+  pqxx::nontransaction session(c);
+  CHECK(persistence::oldest_transactions(session) ==
+        "no other session of this database has a transaction open");
+  CHECK(query_value(conninfo, "SELECT count(*) FROM schema_migrations WHERE version = 9003") ==
+        "0");
+}
+
 TEST_CASE("a no-transaction migration builds its indexes concurrently without blocking writes, "
           "and rebuilds an index a failed build left invalid") {
   auto conninfo = empty_database("outboxd_pg_migrate_concurrently");

@@ -295,11 +295,17 @@ void get_metrics(const api_context& c, const httplib::Request&, httplib::Respons
   // Database gauges are best effort: a scrape during an outage still returns the counters.
   auto text = metrics::global().render([&c](std::string& out) {
     add_destination_gauges(out, c.deps.destinations());
+    bool read = false;
     try {
       add_gauges(out, c.deps.outbox.gauges());
+      read = true;
     } catch (const domain::store_unavailable& e) {
       log::warn("http", "metrics without database gauges: {}", e.what());
     }
+    metrics::render_gauge(out, "outboxd_database_gauges_up",
+                          "1 when this scrape read the database gauges, 0 when the database did "
+                          "not answer (an outage, or a lock held for over a second).",
+                          {{{}, read ? 1.0 : 0.0}});
   });
   res.set_content(text, "text/plain; version=0.0.4");
 }

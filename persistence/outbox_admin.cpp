@@ -149,8 +149,14 @@ const std::map<std::string, std::string> group_names = {{"events", "outbox"},
                                                         {"dlq_reason", "deadLetters.byReason"},
                                                         {"orders", "orders"}};
 
-domain::outbox_stats read_stats(pqxx::connection& c, const char* counts_statement) {
+domain::outbox_stats read_stats(pqxx::connection& c, const char* counts_statement,
+                                bool scrape = false) {
   pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(c);
+  // A scrape behind a user's lock (an ALTER TABLE, say) gives up within a second, and the scrape
+  // goes out without these gauges, rather than running into the scraper's own timeout.
+  if (scrape)
+    tx.exec("SELECT set_config('lock_timeout', CASE WHEN setting::bigint BETWEEN 1 AND 1000 THEN "
+            "setting ELSE '1000' END, true) FROM pg_settings WHERE name = 'lock_timeout'");
   // Every count has its partial index; a sequential scan (which statistics taken while a table was
   // small can make look cheaper) would read the history the caps are there to avoid.
   tx.exec("SET LOCAL enable_seqscan = off");
@@ -176,7 +182,7 @@ domain::outbox_stats outbox_admin::stats() {
 }
 
 domain::outbox_stats outbox_admin::gauges() {
-  return pool_.run([](pqxx::connection& c) { return read_stats(c, "outbox_admin_gauges"); });
+  return pool_.run([](pqxx::connection& c) { return read_stats(c, "outbox_admin_gauges", true); });
 }
 
 domain::event_page outbox_admin::events(const domain::event_filter& f) {

@@ -633,6 +633,25 @@ TEST_CASE_FIXTURE(server_fixture, "GET /metrics exposes request counters and dat
   CHECK(r.body.find("# TYPE outboxd_oldest_due_event_age_seconds gauge") != std::string::npos);
 }
 
+TEST_CASE_FIXTURE(server_fixture, "GET /metrics behind a user's lock on the outbox answers within "
+                                  "a second without the database gauges, and says so") {
+  create();
+  CHECK(client->get("/metrics").body.find("outboxd_database_gauges_up 1\n") != std::string::npos);
+  // The fixture's sessions wait for a lock without bound: without the scrape's own cap this
+  // request would wait for the ALTER TABLE below and run into the client's 30 s.
+  pqxx::connection locker(db());
+  pqxx::work altering(locker);
+  altering.exec("LOCK TABLE outbox_events IN ACCESS EXCLUSIVE MODE");
+  auto r = client->get("/metrics");
+  REQUIRE(r.status == 200);
+  CHECK(r.body.find("outboxd_database_gauges_up 0\n") != std::string::npos);
+  CHECK(r.body.find("outboxd_outbox_events{") == std::string::npos);
+  CHECK(r.body.find("route=\"/api/orders\",status=\"201\"") != std::string::npos);
+  altering.abort();
+  CHECK(client->get("/metrics").body.find("outboxd_outbox_events{status=\"PENDING\"} 1\n") !=
+        std::string::npos);
+}
+
 TEST_CASE_FIXTURE(fanout_fixture, "GET /api/outbox/fanout lists the configured fan-out") {
   auto r = client->get("/api/outbox/fanout");
   CHECK(r.status == 200);

@@ -40,6 +40,11 @@ struct connection_gate::connection {
   clock::time_point idle_since;           // the last moment no request was pending
   std::optional<clock::time_point> since; // the first byte of the request being received
   bool continue_sent = false;             // "100 Continue" already sent for that request
+  /// The part of an answer the client has not taken yet: the gate thread writes it as the
+  /// client reads (its socket armed for writing, not reading), then serves what follows.
+  std::string unsent;
+  clock::time_point unsent_since;
+  bool close_after_unsent = false;
   /// A worker has it and the gate does not touch it. Set by the gate when it hands the
   /// connection over; cleared by the worker (under the gate's mutex, then the connection is
   /// armed again) or by the gate when the worker hands it back through the gate thread.
@@ -101,6 +106,10 @@ ssize_t send_now(int fd, std::string_view data) {
   return static_cast<ssize_t>(done);
 }
 
+/// Answers waiting for their clients to read them, in all: past this, a worker waits for its
+/// client (at most server.writeTimeout) rather than leave the rest to the gate thread.
+constexpr std::size_t max_unsent_bytes = 32u << 20;
+
 /// Sends all of `data` to `fd`, waiting at most `timeout` for room; false when it could not.
 bool send_within(int fd, std::string_view data, milliseconds timeout) {
   auto deadline = clock::now() + timeout;
@@ -128,21 +137,16 @@ std::pair<std::string_view, std::string_view> request_line(std::string_view buff
   return {line.substr(0, method_end), target.substr(0, target.find(' '))};
 }
 
-/// One request's bytes as httplib reads them, and the connection it writes its answer to (or,
-/// given `out`, the buffer that collects the answer for a write that does not wait).
+/// One request's bytes as httplib reads them, and the buffer that collects its answer (written
+/// to the connection after the handler, without waiting for the client).
 class gate_stream final : public httplib::Stream {
 public:
-  gate_stream(connection_gate::connection& c, std::size_t length, milliseconds write_timeout,
-              const gate_run& run, std::string* out)
-      : c_(c), length_(length), write_timeout_(write_timeout), run_(run), out_(out) {}
+  gate_stream(connection_gate::connection& c, std::size_t length, const gate_run& run,
+              std::string& out)
+      : c_(c), length_(length), run_(run), out_(out) {}
 
   bool is_readable() const override { return position_ < length_; }
-  bool is_writable() const override {
-    if (out_)
-      return true;
-    pollfd p{c_.fd, POLLOUT, 0};
-    return ::poll(&p, 1, static_cast<int>(write_timeout_.count())) > 0;
-  }
+  bool is_writable() const override { return true; }
   ssize_t read(char* ptr, size_t size) override {
     auto n = std::min(size, length_ - position_);
     std::memcpy(ptr, c_.buffer.data() + position_, n);
@@ -155,12 +159,7 @@ public:
     // The gate sent "100 Continue" when it asked for the body; httplib would send it again.
     if (c_.continue_sent && std::string_view(ptr, size) == continue_line)
       return static_cast<ssize_t>(size);
-    if (out_)
-      out_->append(ptr, size);
-    else if (!send_within(c_.fd, {ptr, size}, write_timeout_)) {
-      failed_ = true;
-      return -1;
-    }
+    out_.append(ptr, size);
     return static_cast<ssize_t>(size);
   }
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
@@ -173,16 +172,12 @@ public:
   }
   socket_t socket() const override { return c_.fd; }
 
-  bool failed() const { return failed_; }
-
 private:
   connection_gate::connection& c_;
   std::size_t length_;
   std::size_t position_ = 0;
-  milliseconds write_timeout_;
   const gate_run& run_;
-  std::string* out_;
-  bool failed_ = false;
+  std::string& out_;
 };
 
 std::pair<std::string, int> address_of(const sockaddr_storage& a) {
@@ -358,7 +353,10 @@ void connection_gate::gate_loop() {
                  // whose descriptor was reused in this same batch, can name it)
                  it != connections_.end() &&
                  !it->second->with_worker.load(std::memory_order_acquire)) {
-        on_readable(*it->second, now);
+        if (it->second->unsent.empty())
+          on_readable(*it->second, now);
+        else
+          on_writable(*it->second, now);
       }
     }
     take_back(now);
@@ -437,13 +435,18 @@ bool connection_gate::make_room(const std::string& client) {
   auto now = clock::now();
   connection* idle = nullptr;
   connection* slow = nullptr;
+  clock::time_point slow_since;
   for (auto& [fd, c] : connections_) {
     if (c->with_worker || (client_full && c->client != client))
       continue;
-    if (!c->since && (!idle || c->idle_since < idle->idle_since))
+    // A client that has not read its answer yet is as slow as one still sending its request.
+    auto since = c->unsent.empty() ? c->since : std::optional(c->unsent_since);
+    if (!since && (!idle || c->idle_since < idle->idle_since))
       idle = c.get();
-    if (c->since && now - *c->since >= slow_request && (!slow || *c->since < *slow->since))
+    if (since && now - *since >= slow_request && (!slow || *since < slow_since)) {
       slow = c.get();
+      slow_since = *since;
+    }
   }
   connection* shed = idle ? idle : slow;
   if (!shed) {
@@ -453,9 +456,9 @@ bool connection_gate::make_room(const std::string& client) {
   }
   metrics::global().http_connections_refused.inc({{"reason", idle ? "idle_shed" : "slow_shed"}});
   if (!idle)
-    log::debug(component_, "{}:{}: shed to make room (its request has been arriving for {} ms)",
-               shed->client, shed->client_port,
-               std::chrono::duration_cast<milliseconds>(now - *shed->since).count());
+    log::debug(component_, "{}:{}: shed to make room (slow for {} ms)", shed->client,
+               shed->client_port,
+               std::chrono::duration_cast<milliseconds>(now - slow_since).count());
   close_connection(*shed);
   return true;
 }
@@ -545,10 +548,14 @@ void connection_gate::sweep(clock::time_point now) {
   std::lock_guard lock(mutex_); // a worker may be handing a connection back (hand_back)
   std::vector<connection*> late;
   std::vector<connection*> idle;
+  std::vector<connection*> not_reading;
   for (auto& [fd, c] : connections_) {
     if (c->with_worker)
       continue;
-    if (c->since && now - *c->since > limits_.request_timeout)
+    if (!c->unsent.empty()) {
+      if (now - c->unsent_since > limits_.write_timeout)
+        not_reading.push_back(c.get());
+    } else if (c->since && now - *c->since > limits_.request_timeout)
       late.push_back(c.get());
     else if (!c->since && now - c->idle_since > limits_.keep_alive_timeout)
       idle.push_back(c.get());
@@ -560,6 +567,14 @@ void connection_gate::sweep(clock::time_point now) {
            "timeout");
   for (auto* c : idle)
     close_connection(*c);
+  for (auto* c : not_reading) {
+    log::debug(component_,
+               "{}:{}: closed: {} bytes of an answer not read within "
+               "server.writeTimeout ({} ms)",
+               c->client, c->client_port, c->unsent.size(), limits_.write_timeout.count());
+    metrics::global().http_connections_refused.inc({{"reason", "slow_reader"}});
+    close_connection(*c);
+  }
 }
 
 void connection_gate::take_back(clock::time_point now) {
@@ -570,8 +585,13 @@ void connection_gate::take_back(clock::time_point now) {
   }
   for (auto [c, close] : back) {
     c->with_worker = false;
-    if (close) {
+    if (close && c->unsent.empty()) {
       close_connection(*c);
+      continue;
+    }
+    if (!c->unsent.empty()) { // the rest of its answer goes out as the client reads
+      c->close_after_unsent = close;
+      arm(*c, EPOLL_CTL_MOD, true);
       continue;
     }
     c->idle_since = now;
@@ -594,6 +614,7 @@ void connection_gate::refuse(connection& c, int status, const std::string& messa
 }
 
 void connection_gate::close_connection(connection& c) {
+  unsent_bytes_ -= c.unsent.size();
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
   ::close(c.fd);
   if (auto it = per_client_.find(c.client); it != per_client_.end() && --it->second <= 0)
@@ -617,7 +638,7 @@ void connection_gate::worker_loop() {
   }
 }
 
-connection_gate::run_outcome connection_gate::run_once(ready_request& r, std::string* out) {
+connection_gate::run_outcome connection_gate::run_once(ready_request& r, std::string& out) {
   auto& c = *r.conn;
   bool stopping;
   {
@@ -636,7 +657,8 @@ connection_gate::run_outcome connection_gate::run_once(ready_request& r, std::st
   } else {
     r.started = clock::now();
   }
-  gate_stream stream(c, r.length, limits_.write_timeout, run, out);
+  out.clear();
+  gate_stream stream(c, r.length, run, out);
   current_run = &run;
   try {
     run_(stream, close, closed);
@@ -653,19 +675,33 @@ connection_gate::run_outcome connection_gate::run_once(ready_request& r, std::st
     return {true, run.delay, false};
   }
   c.buffer.erase(0, r.length);
-  return {false, {}, close || closed || run.close || stream.failed()};
+  return {false, {}, close || closed || run.close};
 }
 
 void connection_gate::serve(ready_request r) {
   auto& c = *r.conn;
   if (!r.unsent.empty()) // the rest of a quick answer: then the gate thread takes over again
     return give_back(&c, !send_within(c.fd, r.unsent, limits_.write_timeout) || r.close_after);
+  std::string out;
   for (;;) {
-    auto o = run_once(r, nullptr);
+    auto o = run_once(r, out);
     if (o.deferred && defer(r, o.delay))
       return;
     if (o.deferred) // the gate stops: the request runs again at once, and answers now
       continue;
+    switch (send_or_park(c, out)) {
+    case sent::failed:
+      return give_back(&c, true);
+    case sent::parked: // the gate thread writes the rest, then serves what follows
+      return give_back(&c, o.close);
+    case sent::over_budget: // wait for the client here, as long as server.writeTimeout
+      if (!send_within(c.fd, c.unsent, limits_.write_timeout))
+        o.close = true;
+      c.unsent.clear();
+      break;
+    case sent::all:
+      break;
+    }
     if (o.close)
       return give_back(&c, true);
     // The next request, if it is already whole (pipelined) or arrives whole within a moment (a
@@ -685,30 +721,66 @@ void connection_gate::serve_on_gate(ready_request r) {
   auto& c = *r.conn;
   std::string out;
   run_outcome o;
-  do {
-    out.clear();
-    o = run_once(r, &out);
-  } while (o.deferred && !defer(r, o.delay)); // the gate stops: it answers now
+  do
+    o = run_once(r, out);
+  while (o.deferred && !defer(r, o.delay)); // the gate stops: it answers now
   if (o.deferred)
     return;
-  auto sent = send_now(c.fd, out);
-  if (sent < 0)
+  switch (send_or_park(c, out)) {
+  case sent::failed:
     return close_connection(c);
-  if (static_cast<std::size_t>(sent) < out.size()) { // a worker waits for the client to read
+  case sent::parked:
+    c.with_worker = false;
+    c.close_after_unsent = o.close;
+    return arm(c, EPOLL_CTL_MOD, true);
+  case sent::over_budget: { // a worker waits for the client to read
     std::lock_guard lock(mutex_);
     ready_.push_back({.conn = &c,
                       .length = 0,
                       .queued = clock::now(),
-                      .unsent = out.substr(sent),
+                      .unsent = std::exchange(c.unsent, {}),
                       .close_after = o.close});
     waiting_ = ready_.size();
     ready_cv_.notify_one();
     return;
   }
+  case sent::all:
+    break;
+  }
   if (o.close)
     return close_connection(c);
-  auto now = clock::now();
   c.with_worker = false;
+  answered(c, clock::now());
+}
+
+connection_gate::sent connection_gate::send_or_park(connection& c, const std::string& out) {
+  auto n = send_now(c.fd, out);
+  if (n < 0)
+    return sent::failed;
+  if (static_cast<std::size_t>(n) == out.size())
+    return sent::all;
+  c.unsent.assign(out, static_cast<std::size_t>(n));
+  c.unsent_since = clock::now();
+  if (unsent_bytes_.fetch_add(c.unsent.size()) + c.unsent.size() <= max_unsent_bytes)
+    return sent::parked;
+  unsent_bytes_ -= c.unsent.size();
+  return sent::over_budget;
+}
+
+void connection_gate::on_writable(connection& c, clock::time_point now) {
+  auto n = send_now(c.fd, c.unsent);
+  if (n < 0)
+    return close_connection(c);
+  c.unsent.erase(0, static_cast<std::size_t>(n));
+  unsent_bytes_ -= static_cast<std::size_t>(n);
+  if (!c.unsent.empty())
+    return arm(c, EPOLL_CTL_MOD, true);
+  if (c.close_after_unsent)
+    return close_connection(c);
+  answered(c, now);
+}
+
+void connection_gate::answered(connection& c, clock::time_point now) {
   c.idle_since = now;
   c.since = c.buffer.empty() ? std::nullopt : std::optional(now);
   c.continue_sent = false;
@@ -740,11 +812,11 @@ void connection_gate::hand_back(connection& c) {
   arm(c, EPOLL_CTL_MOD);
 }
 
-void connection_gate::arm(connection& c, int op) {
+void connection_gate::arm(connection& c, int op, bool for_writing) {
   // One-shot: after one event the gate (or the worker it hands the connection to) owns the
   // connection until it arms it again, so no two threads ever read it at once.
   epoll_event e{};
-  e.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+  e.events = (for_writing ? EPOLLOUT : EPOLLIN) | EPOLLRDHUP | EPOLLONESHOT;
   e.data.fd = c.fd;
   ::epoll_ctl(epoll_fd_, op, c.fd, &e);
 }

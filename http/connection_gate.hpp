@@ -1,12 +1,16 @@
 // The connections of the plain-HTTP listener. One thread accepts them and reads them without
 // blocking (epoll) until a whole request has arrived; only then does a worker thread run it, and
 // between requests the worker arms a keep-alive connection in that thread's epoll again (armed
-// for one event at a time, a connection is owned by one thread at a time). A slow, dribbling or
-// idle client therefore costs a buffer, never one of the threads that serve everyone else:
+// for one event at a time, a connection is owned by one thread at a time). Answers are written
+// without waiting: what the client does not take at once, the gate thread writes as it reads
+// (the next request on that connection waits for it). A slow, dribbling, idle or non-reading
+// client therefore costs a buffer, never one of the threads that serve everyone else:
 // - a request (headers and body) must arrive whole within `request_timeout` of its first byte,
 //   else 408; an idle connection is closed after `keep_alive_timeout`;
 // - connections are capped in all and per client address; over a cap the oldest idle
 //   connection is closed to make room, and when none is idle the newcomer gets an immediate 503;
+// - an answer not taken whole within `write_timeout` closes its connection; answers waiting so
+//   are bounded in all (past that, a worker waits for its client, at most `write_timeout`);
 // - when the workers are behind (the request first in line has waited half a second for one), a
 //   new request gets an immediate 503 rather than a wait;
 // - a handler may answer later without holding its thread meanwhile (defer_answer): the gate
@@ -84,9 +88,7 @@ public:
       std::function<void(httplib::Stream& stream, bool close_connection, bool& connection_closed)>;
   /// Whether a request, by its method and target (the path, with any query), runs on the gate
   /// thread: its handler takes microseconds and never waits on its thread (it defers instead).
-  /// Its answer is then written without waiting; what the connection cannot take at once, a
-  /// worker finishes writing. A pipelined request after it, or one larger than 16 KiB, goes to a
-  /// worker.
+  /// A pipelined request after it, or one larger than 16 KiB, goes to a worker.
   using quick_request = std::function<bool(std::string_view method, std::string_view target)>;
 
   /// `component` tags log lines; without `quick`, every request runs on a worker.
@@ -131,6 +133,14 @@ private:
   void gate_loop();
   void accept_all(std::chrono::steady_clock::time_point now);
   void on_readable(connection& c, std::chrono::steady_clock::time_point now);
+  /// Writes what `c` takes of the rest of its answer; once all is sent, serves what follows.
+  void on_writable(connection& c, std::chrono::steady_clock::time_point now);
+  /// After an answer sent whole: the next request on `c`, or a wait for it.
+  void answered(connection& c, std::chrono::steady_clock::time_point now);
+  enum class sent { all, parked, over_budget, failed };
+  /// Sends what `c` takes of `out` now and keeps the rest in `c.unsent` (counted against the
+  /// budget of unsent answers, unless over it).
+  sent send_or_park(connection& c, const std::string& out);
   void try_dispatch(connection& c, bool quick_allowed = true);
   void sweep(std::chrono::steady_clock::time_point now);
   void take_back(std::chrono::steady_clock::time_point now);
@@ -139,9 +149,9 @@ private:
   void refuse(connection& c, int status, const std::string& message, const char* reason);
   void close_connection(connection& c);
   void worker_loop();
-  /// Runs `r` once on this thread (its answer buffered in `out` when given, else written as it
-  /// comes); a deferral leaves its state in `r`.
-  run_outcome run_once(ready_request& r, std::string* out);
+  /// Runs `r` once on this thread, its answer buffered in `out`; a deferral leaves its state in
+  /// `r`.
+  run_outcome run_once(ready_request& r, std::string& out);
   void serve(ready_request r);
   void serve_on_gate(ready_request r);
   bool linger(connection& c);
@@ -152,7 +162,7 @@ private:
   bool defer(ready_request& r, std::chrono::milliseconds delay);
   void release_due(std::chrono::steady_clock::time_point now);
   int wait_events(::epoll_event* events, int max);
-  void arm(connection& c, int op);
+  void arm(connection& c, int op, bool for_writing = false);
   void wake();
 
   gate_limits limits_;
@@ -177,6 +187,7 @@ private:
   std::vector<deferred_request> deferred_;
   std::chrono::steady_clock::time_point gate_wakes_at_;
   std::atomic<std::size_t> waiting_ = 0;               // ready_.size(), read without the mutex
+  std::atomic<std::size_t> unsent_bytes_ = 0;          // of every connection's unsent answer
   std::vector<std::pair<connection*, bool>> returned_; // from the workers: (connection, close)
   bool stopping_ = false;
   std::atomic<bool> workers_done_ = false; // stop() joined the workers: the gate thread ends

@@ -88,7 +88,8 @@ private:
   /// The methods served on `path` ("GET, HEAD, DELETE"), empty when no route's path matches it:
   /// a request with another method gets 405 and these as its Allow header.
   std::string methods_on(std::string_view path) const;
-  /// Whether the connection gate runs the request itself (a simulated partner's route).
+  /// Whether the connection gate runs the request itself: a simulated partner's route, a UI file,
+  /// the liveness probe.
   bool runs_on_gate(std::string_view method, std::string_view target) const;
   /// The CORS headers a request from an allowed origin gets (with the preflight's for OPTIONS).
   void answer_cors(const httplib::Request& req, httplib::Response& res) const;

@@ -5,6 +5,7 @@
 // holds no thread while it waits, and a simulated partner's requests run on the gate thread.
 #include "http/connection_gate.hpp"
 #include "http/listener.hpp"
+#include "metrics/metrics.hpp"
 #include "test/support/raw_http.hpp"
 
 #include <atomic>
@@ -35,6 +36,7 @@ struct gate_fixture {
     s.max_body_bytes = 1000;
     s.request_timeout = request_timeout;
     s.keep_alive_timeout = 1500ms;
+    s.write_timeout = 1500ms;
     s.max_connections = max_connections;
     s.max_connections_per_client = per_client;
     server = std::make_unique<http::listener>(s, "test");
@@ -71,6 +73,11 @@ struct gate_fixture {
     server->route("GET", "/quick/big/{bytes}", partner, http::access::open,
                   [](const httplib::Request& req, httplib::Response& res) {
                     res.set_content(std::string(std::stoul(req.matches[1].str()), 'x'),
+                                    "text/plain");
+                  });
+    server->route("GET", "/big/{bytes}", http::route_kind::api, http::access::open,
+                  [](const httplib::Request& req, httplib::Response& res) {
+                    res.set_content(std::string(std::stoul(req.matches[1].str()), 'y'),
                                     "text/plain");
                   });
     // Hold their worker until the test lets them go; the second shadows the partner route after
@@ -454,17 +461,19 @@ TEST_CASE("a stop answers the deferred requests at once, and defers nothing more
 }
 
 TEST_CASE("when the request first in line has waited half a second for a worker, a new one gets "
-          "a 503 at once; the waiting one is still served") {
+          "a 503 at once; the waiting one is still served, and the liveness probe all along") {
   gate_fixture f(1);
-  raw_connection holder(f.port), queued(f.port), late(f.port);
+  raw_connection holder(f.port), queued(f.port), late(f.port), probe(f.port);
   holder.send(f.get("/sleep/2500")); // the one worker, for 2.5 s
   std::this_thread::sleep_for(100ms);
-  queued.send(f.get());
+  queued.send(f.get("/sleep/0"));
   std::this_thread::sleep_for(800ms); // first in line for 800 ms now
-  late.send(f.get());
+  late.send(f.get("/sleep/0"));
   auto refused = late.read_response(answered);
   CHECK(refused.status == 503);
   CHECK(refused.body.find("busy") != std::string::npos);
+  probe.send(f.get("/healthz")); // runs on the gate thread
+  CHECK(probe.read_response(answered).status == 200);
   CHECK(holder.read_response(answered).body == "slept");
   CHECK(queued.read_response(answered).status == 200);
 }
@@ -507,23 +516,63 @@ TEST_CASE("a simulated partner's requests run on the gate thread: answered, defe
   CHECK(api.read_response(answered).status == 200);
 }
 
-TEST_CASE("a partner's answer larger than the connection takes at once is finished by a worker; "
-          "the gate serves on meanwhile") {
-  gate_fixture f(2);
-  constexpr std::size_t size = 32 << 20; // beyond the loopback socket buffers of both ends
-  raw_connection reader(f.port), other(f.port);
-  reader.send(f.get(fmt::format("/quick/big/{}", size)));
-  std::this_thread::sleep_for(200ms); // the gate sent what fit; a worker waits to send the rest
-  other.send(f.get("/quick/wait/10"));
-  CHECK(other.read_response(answered).body == "steps 2, resumed");
-  other.send(f.get());
-  CHECK(other.read_response(answered).status == 200); // the other worker
-  auto big = reader.read_response(answered);
+TEST_CASE("clients that never read their answers hold no worker: the rest of each answer waits in "
+          "the gate, the one worker serves everyone else, and a non-reader is closed after "
+          "server.writeTimeout") {
+  gate_fixture f(1);
+  auto closed = [] {
+    return metrics::global().http_connections_refused.value({{"reason", "slow_reader"}});
+  };
+  const auto closed_before = closed();
+  std::vector<std::unique_ptr<raw_connection>> stalled;
+  for (int i = 0; i < 6; ++i) { // each would hold the worker for the write timeout
+    stalled.push_back(std::make_unique<raw_connection>(f.port, 1024));
+    std::string pipelined;
+    for (int j = 0; j < 5; ++j)
+      pipelined += f.get("/big/3000000");
+    stalled.back()->send(pipelined);
+  }
+  std::this_thread::sleep_for(200ms);
+  raw_connection other(f.port);
+  for (int i = 0; i < 3; ++i) {
+    other.send(f.get("/sleep/0"));
+    CHECK(other.read_response(answered).body == "slept");
+  }
+  // A slow reader gets its answers whole, the pipelined ones after the first.
+  raw_connection slow(f.port, 1024);
+  slow.send(f.get("/big/3000000") + f.get("/sleep/0"));
+  std::this_thread::sleep_for(300ms);
+  auto big = slow.read_response(answered);
   CHECK(big.status == 200);
-  CHECK(big.body.size() == size);
-  CHECK(big.body.find_first_not_of('x') == std::string::npos);
-  reader.send(f.get("/quick/big/2")); // and the connection serves on
-  CHECK(reader.read_response(answered).body == "xx");
+  CHECK(big.body.size() == 3000000);
+  CHECK(big.body.find_first_not_of('y') == std::string::npos);
+  CHECK(slow.read_response(answered).body == "slept");
+  // The six that never read are closed once the write timeout (1.5 s) has passed.
+  for (int i = 0; i < 100 && closed() < closed_before + 6; ++i)
+    std::this_thread::sleep_for(50ms);
+  CHECK(closed() == closed_before + 6);
+}
+
+TEST_CASE("a partner's answer larger than the connection takes at once is finished by the gate "
+          "thread as the client reads; one larger than the budget of unsent answers by a worker; "
+          "the gate serves on meanwhile") {
+  for (std::size_t size : {std::size_t{8} << 20, std::size_t{40} << 20}) {
+    CAPTURE(size); // beyond the loopback socket buffers of both ends; then beyond 32 MiB
+    gate_fixture f(2);
+    raw_connection reader(f.port), other(f.port);
+    reader.send(f.get(fmt::format("/quick/big/{}", size)));
+    std::this_thread::sleep_for(200ms); // the gate sent what fit
+    other.send(f.get("/quick/wait/10"));
+    CHECK(other.read_response(answered).body == "steps 2, resumed");
+    other.send(f.get());
+    CHECK(other.read_response(answered).status == 200); // the other worker
+    auto big = reader.read_response(answered);
+    CHECK(big.status == 200);
+    CHECK(big.body.size() == size);
+    CHECK(big.body.find_first_not_of('x') == std::string::npos);
+    reader.send(f.get("/quick/big/2")); // and the connection serves on
+    CHECK(reader.read_response(answered).body == "xx");
+  }
 }
 
 TEST_CASE("a route that is not a partner's runs on a worker even where a partner's route after it "

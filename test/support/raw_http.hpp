@@ -29,9 +29,14 @@ struct raw_response {
 /// length is given by Content-Length (what the outboxd servers always send).
 class raw_connection {
 public:
-  explicit raw_connection(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+  /// `receive_buffer` > 0: the socket's SO_RCVBUF, set before connecting (a client that takes
+  /// little at a time).
+  explicit raw_connection(int port, int receive_buffer = 0)
+      : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
     if (fd_ < 0)
       throw std::runtime_error("socket() failed");
+    if (receive_buffer > 0)
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<std::uint16_t>(port));

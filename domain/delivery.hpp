@@ -59,6 +59,12 @@ expected<std::string> fill_url(std::string_view url_template,
 /// which are retryable.
 attempt_outcome classify(std::string_view method, std::optional<int> status);
 
+/// The transport errors that mean the request never left (no connection, no TLS session), as a
+/// POSIX regular expression on the stored error: such a call cannot have been applied, so a
+/// compensation does not re-send it to find out. The outgoing client's messages start so.
+inline constexpr const char* never_sent_errors =
+    "^(connection failed: |connect timeout after |TLS: )";
+
 /// Parses a Retry-After header value: delta-seconds ("120") or an HTTP-date (IMF-fixdate,
 /// "Wed, 21 Oct 2015 07:28:00 GMT") relative to `now_unix_ms`. nullopt when empty or
 /// unparsable; a date in the past gives zero. Huge values saturate instead of overflowing.

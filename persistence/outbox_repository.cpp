@@ -7,6 +7,7 @@
 // event in flight (6 ms of an 8.7 ms completion with 1 280 in flight).
 #include "persistence/outbox_repository.hpp"
 
+#include "domain/delivery.hpp"
 #include "persistence/claim_walk.hpp"
 #include "persistence/connection_pool.hpp"
 #include "persistence/rows.hpp"
@@ -57,17 +58,21 @@ SELECT DISTINCT ON (destination) destination, fanout_order, endpoint_url,
  WHERE event_id = $1 AND outcome = 'success' AND destination NOT LIKE '%.revert'
  ORDER BY destination, id DESC)sql";
 
-constexpr const char* step_states_sql = R"sql(
+// A call without an answer is "unanswered" unless its error says it never left (a definite
+// "not applied", like a transient answer).
+const std::string step_states_sql = fmt::format(R"sql(
 SELECT destination,
        CASE WHEN bool_or(outcome = 'success') THEN 'succeeded'
             WHEN bool_or(outcome = 'skipped') THEN 'skipped'
             WHEN bool_or(outcome = 'non_retryable') THEN 'refused'
-            WHEN bool_or(response_status IS NULL) THEN 'unanswered'
+            WHEN bool_or(response_status IS NULL
+                         AND coalesce(error_message, '') !~ '{}') THEN 'unanswered'
             ELSE 'answered' END,
        min(attempt), max(attempt), count(DISTINCT attempt) FILTER (WHERE attempt <= $2)
   FROM aggregate_results
  WHERE event_id = $1
- GROUP BY destination)sql";
+ GROUP BY destination)sql",
+                                                domain::never_sent_errors);
 
 constexpr const char* body_sql = R"sql(
 (SELECT aggregate_type, aggregate_id, event_type, payloads::text, attempts FROM outbox_events

@@ -2,11 +2,13 @@
 // call, a cap on the body (truncated, status kept), a cap on the headers, cut connections, empty
 // answers, keep-alive reuse and the exact request bytes.
 #include "client/caller.hpp"
+#include "domain/delivery.hpp"
 #include "test/client/loopback.hpp"
 
 #include <chrono>
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <regex>
 #include <sys/socket.h>
 #include <thread>
 
@@ -42,6 +44,14 @@ void trickle(int fd, const std::string& piece, milliseconds every, milliseconds 
     std::this_thread::sleep_for(every);
 }
 
+} // namespace
+
+namespace {
+/// Whether a compensation takes `error` for a call that never left (domain::never_sent_errors).
+bool never_sent(const std::string& error) {
+  return std::regex_search(error,
+                           std::regex(outboxd::domain::never_sent_errors, std::regex::extended));
+}
 } // namespace
 
 TEST_CASE("a server that trickles its answer is cut at the call's deadline, as a timeout") {
@@ -87,6 +97,7 @@ TEST_CASE("a silent server on a reused connection is a read timeout, not a conne
   auto second = c.call(get(server.url(), 500ms));
   CHECK_FALSE(second.status);
   CHECK_MESSAGE(second.error.rfind("read failed or timed out: timeout", 0) == 0, second.error);
+  CHECK_FALSE(never_sent(second.error)); // the request went out: the partner may have applied it
   CHECK(server.accepted() == 1);
 }
 
@@ -354,6 +365,7 @@ TEST_CASE("refused connections, bad URLs and unknown methods are transport error
   auto r = c.call(get(fmt::format("http://127.0.0.1:{}/", closed_port)));
   CHECK_FALSE(r.status);
   CHECK_MESSAGE(r.error.rfind("connection failed", 0) == 0, r.error);
+  CHECK(never_sent(r.error)); // a compensation need not re-send it to know
 
   r = c.call(get("/relative/path"));
   CHECK_FALSE(r.status);

@@ -867,6 +867,27 @@ TEST_CASE_FIXTURE(fixture,
   CHECK(a.step_states(id, 3)["billing"].attempts_recorded == 2);
 }
 
+TEST_CASE_FIXTURE(fixture, "a call that never left (no connection, no TLS session) leaves its "
+                           "step answered, one that may have reached the partner unanswered") {
+  auto id = add_event("11");
+  auto never_sent = [&](const std::string& destination, int attempt, const char* error) {
+    auto row = attempt_of(id, "11", destination, attempt, std::nullopt,
+                          domain::attempt_outcome::retryable);
+    row.error_message = error;
+    a.record_attempt(row);
+  };
+  never_sent("billing", 1, "connection failed: Failed to connect to 127.0.0.1 port 1");
+  never_sent("billing", 2, "connect timeout after 2000ms: Connection timed out");
+  never_sent("billing", 3, "TLS: certificate verify failed: self-signed certificate");
+  never_sent("shipping", 1, "connection failed: Could not resolve host: nowhere.invalid");
+  never_sent("shipping", 2,
+             "read failed or timed out: timeout, the call's deadline of 5000ms "
+             "passed: Operation timed out");
+  auto states = a.step_states(id, 3);
+  CHECK(states["billing"].state == domain::step_state::answered);
+  CHECK(states["shipping"].state == domain::step_state::unanswered);
+}
+
 TEST_CASE("a reap goes on past rows the database refuses, and fails a dead letter whose order "
           "cannot be put in ATTENTION") {
   truncate_all(db());

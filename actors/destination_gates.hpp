@@ -42,6 +42,8 @@ public:
     ~permit();
     /// Reports the call's outcome; true when it closed the circuit (a probe succeeded).
     bool report(domain::attempt_outcome outcome);
+    /// Whether the call probes an open circuit (half-open).
+    bool probe() const { return probe_; }
     /// When the call may start: the rate token it took comes then (nullopt: at once).
     std::optional<clock::time_point> not_before() const { return not_before_; }
 

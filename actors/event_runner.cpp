@@ -162,7 +162,8 @@ compensation_result compensation_result::stopped(const not_called& why, std::str
 
 task<std::variant<client::call_result, not_called>>
 event_runner::call_through_gate(const std::string& destination, const client::call_request& req,
-                                const lease_keeper& keep_lease) {
+                                const lease_keeper& keep_lease,
+                                std::optional<destination_gates::hold>& reopened) {
   // No free slot: ask again shortly, for up to max_limit_wait, without blocking the thread (the
   // other runs of this processor go on meanwhile).
   const auto give_up_at = destination_gates::clock::now() + destination_gates::max_limit_wait;
@@ -180,10 +181,16 @@ event_runner::call_through_gate(const std::string& destination, const client::ca
     if (!keep_lease(req.timeout))
       co_return not_called{}; // the permit is dropped unused
     auto result = co_await driver_.call(req);
-    if (permit.report(domain::classify(req.method, result.status))) {
+    const auto outcome = domain::classify(req.method, result.status);
+    const bool probe = permit.probe();
+    if (permit.report(outcome)) {
       // The probe closed the circuit: what it held back need not wait out its delay.
       auto woken = repo()->make_held_due(held_prefix(destination));
       log::info(name_, "destination {}: {} held run(s) due now", destination, woken);
+    } else if (probe && outcome == domain::attempt_outcome::retryable) {
+      auto again = ctx_.gates->try_enter(destination, name_, destination_gates::clock::now());
+      if (auto* held = std::get_if<destination_gates::hold>(&again))
+        reopened = std::move(*held);
     }
     co_return result;
   }
@@ -380,6 +387,10 @@ task<void> event_runner::run_fanout(const persistence::claimed_event& e) {
     }
     co_return;
   }
+  if (failed->reopened) { // a probe answered like the calls before it: the circuit is open again
+    hold_back(e, domain::run_kind::fanout, failed_destination, *failed->reopened);
+    co_return;
+  }
   auto error = failed_destination + ": " + failed->error;
   carry_out(e,
             decide(domain::run_kind::fanout, failed->outcome, attempt, e.failing_for,
@@ -430,15 +441,15 @@ task<event_runner::step_result> event_runner::call_step(const persistence::claim
     log::info(name_, "event {} {} {} {}: {} {}", e.id, e.event_type, e.aggregate_type,
               e.aggregate_id, skip ? "skipped" : "failed", choice.reason);
     if (skip)
-      co_return step_result{row.outcome, {}, {}, {}, std::move(row), {}};
-    co_return step_result{row.outcome, choice.reason, {}, {}, std::move(row), {}};
+      co_return step_result{row.outcome, {}, {}, {}, std::move(row), {}, {}};
+    co_return step_result{row.outcome, choice.reason, {}, {}, std::move(row), {}, {}};
   }
   auto url = domain::fill_url(choice.chosen->url, path_params);
   if (!url) {
     row.endpoint_url = choice.chosen->url;
     row.outcome = domain::attempt_outcome::non_retryable;
     row.error_message = url.err().message;
-    co_return step_result{row.outcome, url.err().message, {}, {}, std::move(row), {}};
+    co_return step_result{row.outcome, url.err().message, {}, {}, std::move(row), {}, {}};
   }
   row.endpoint_url = url.value();
   client::call_request req;
@@ -459,7 +470,8 @@ task<event_runner::step_result> event_runner::call_step(const persistence::claim
     req.body = payload ? to_json(*payload) : "{}";
     row.request_payload_json = req.body;
   }
-  auto call = co_await call_through_gate(name, req, keep_lease);
+  std::optional<destination_gates::hold> reopened;
+  auto call = co_await call_through_gate(name, req, keep_lease, reopened);
   if (auto* why = std::get_if<not_called>(&call)) {
     step_result out;
     out.not_made = std::move(*why);
@@ -474,12 +486,16 @@ task<event_runner::step_result> event_runner::call_step(const persistence::claim
             attempt);
   if (outcome == domain::attempt_outcome::success) {
     auto response = row.response_payload_json;
-    co_return step_result{outcome, {}, {}, std::move(response), std::move(row), {}};
+    co_return step_result{outcome, {}, {}, std::move(response), std::move(row), {}, {}};
   }
   auto error = *row.error_message;
-  co_return step_result{
-      outcome, std::move(error), domain::parse_retry_after(result.retry_after, now_unix_ms()),
-      {},      std::move(row),   {}};
+  co_return step_result{outcome,
+                        std::move(error),
+                        domain::parse_retry_after(result.retry_after, now_unix_ms()),
+                        {},
+                        std::move(row),
+                        {},
+                        std::move(reopened)};
 }
 
 void event_runner::lease_lost_before(const persistence::claimed_event& e,
@@ -686,7 +702,8 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
     req.headers.insert(req.headers.end(), dest->second.headers.begin(), dest->second.headers.end());
     if (!req.body.empty())
       row.request_payload_json = req.body;
-    auto sent = co_await call_through_gate(step.destination, req, keep_lease);
+    std::optional<destination_gates::hold> reopened;
+    auto sent = co_await call_through_gate(step.destination, req, keep_lease, reopened);
     if (auto* why = std::get_if<not_called>(&sent))
       co_return compensation_result::stopped(*why, step.destination);
     const auto& result = std::get<client::call_result>(sent);
@@ -697,6 +714,8 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
               original_event_id, aggregate_id, step.destination, req.method, req.url,
               result.status ? std::to_string(*result.status) : result.error,
               result.duration.count(), attempt);
+    if (reopened) // as for a forward call: held back with the others, no retry spent
+      co_return compensation_result::stopped(not_called{std::move(reopened)}, step.destination);
     if (outcome != domain::attempt_outcome::success) {
       (void)fail(outcome, *row.error_message);
       out.retry_after = domain::parse_retry_after(result.retry_after, now_unix_ms());

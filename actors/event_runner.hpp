@@ -142,13 +142,18 @@ private:
     std::optional<std::string> response_json; // of a success
     persistence::attempt_row row;             // the attempt, for the caller to record
     std::optional<not_called> not_made;
+    std::optional<destination_gates::hold> reopened; // see call_through_gate
   };
 
   /// A call through the destination's gate, after `keep_lease`: the result, or why none was made.
-  /// Waits for a free slot (up to max_limit_wait) and a rate token by suspending the run.
+  /// Waits for a free slot (up to max_limit_wait) and a rate token by suspending the run. When
+  /// the call probed an open circuit and failed, `reopened` is set to the hold of the circuit
+  /// opened again: the run is held back like the others, its failure spending no retry (the
+  /// destination is down; this run only happened to be the one that asked).
   task<std::variant<client::call_result, not_called>>
   call_through_gate(const std::string& destination, const client::call_request& req,
-                    const lease_keeper& keep_lease);
+                    const lease_keeper& keep_lease,
+                    std::optional<destination_gates::hold>& reopened);
 
   /// Calls destination `name` (position `index` of the fan-out) of event `e` with its
   /// Idempotency-Key; the caller records the returned row.

@@ -133,6 +133,28 @@ TEST_CASE("an open circuit holds events back without calls and without spending 
   CHECK(f.p.process().running());
 }
 
+TEST_CASE("a probe of an open circuit that fails spends no retry of the event that carried it: a "
+          "lone order rides out an outage longer than its retries") {
+  gated_fixture f("outboxd_e2e_gates_probe",
+                  {"outbox.maxRetries=2", "outbox.backoff.base=100ms", "outbox.backoff.max=200ms",
+                   "http.routes.inventory.circuitBreaker.failureThreshold=1",
+                   "http.routes.inventory.circuitBreaker.openFor=200ms",
+                   "http.routes.inventory.circuitBreaker.maxOpenFor=200ms"});
+  f.remote.handle([](const partner::request&) { return unavailable; });
+  auto id = f.p.create_order();
+  // Every call after the first is a probe, made by the one event: with maxRetries=2 the old
+  // rule dead-lettered the order at the third.
+  REQUIRE(wait_until([&] { return f.remote.request_count() >= 6; }, 20s));
+  CHECK(f.sql_number("SELECT count(*) FROM dead_letter_events") == 0);
+  CHECK(f.sql_number("SELECT attempts FROM outbox_events WHERE event_type = 'OrderCreated'") == 1);
+  CHECK(f.sql_number("SELECT count(*) FROM aggregate_results WHERE destination = 'inventory'") >=
+        6); // each probe is in the audit all the same
+  CHECK(f.p.output().find("held back (inventory: circuit open") != std::string::npos);
+  f.remote.handle([](const partner::request&) { return reserved; });
+  CHECK(f.p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  CHECK(f.sql_number("SELECT count(*) FROM dead_letter_events") == 0);
+}
+
 TEST_CASE("a compensation held back by an open circuit spends no retry of its dead letter") {
   gated_fixture f("outboxd_e2e_gates_compensation",
                   {"dlq.maxRetries=1", "http.routes.inventory.circuitBreaker.failureThreshold=1",

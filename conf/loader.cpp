@@ -1764,7 +1764,13 @@ std::string mask_database_url(std::string_view url) {
 }
 
 bool is_loopback_host(std::string_view host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+  if (host == "localhost" || host == "::1" || host == "[::1]")
+    return true;
+  // An address of 127.0.0.0/8 itself: a host name that merely starts so ("127.example.com") may
+  // resolve anywhere.
+  in_addr v4{};
+  const std::string text(host);
+  return inet_pton(AF_INET, text.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
 }
 
 std::vector<std::string> start_up_warnings(const settings& s) {

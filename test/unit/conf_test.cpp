@@ -1390,7 +1390,8 @@ TEST_CASE("bad auth settings are refused naming the key, without repeating a tok
 }
 
 TEST_CASE("a reachable address without tokens is refused unless anonymous access is explicit") {
-  for (const char* host : {"0.0.0.0", "::", "10.1.2.3", "example.com"}) {
+  for (const char* host :
+       {"0.0.0.0", "::", "10.1.2.3", "example.com", "127.internal.example", "127.0.0.1.nip.io"}) {
     CAPTURE(host);
     CHECK_ERROR(load_with({std::string("server.host=") + host}),
                 "can be reached from other machines and no token is configured");

@@ -236,11 +236,15 @@ struct simulator::impl {
   }
 
   void handle(const endpoint& ep, mode how, const httplib::Request& req, httplib::Response& res) {
-    if (callers == partner_callers::this_machine && !is_loopback_peer(req.remote_addr))
+    // A proxy on this machine forwards other machines' requests from a loopback address; the
+    // headers it adds say so (outboxd's own calls carry none of them).
+    if (callers == partner_callers::this_machine &&
+        (!is_loopback_peer(req.remote_addr) || req.has_header("Forwarded") ||
+         req.has_header("X-Forwarded-For") || req.has_header("X-Real-IP")))
       throw http::api_error(http::error_kind::forbidden,
                             "the simulated services inside outboxd answer only calls from this "
-                            "machine (outboxd's own); run `outboxd simulator` for a simulator "
-                            "other machines may call");
+                            "machine (outboxd's own, not forwarded by a proxy); run `outboxd "
+                            "simulator` for a simulator other machines may call");
     call c{req, {}, {}, {}};
     c.view.how = how;
     const auto* aggregate_header = ep.is_revert() ? "X-Revert-Aggregate-Id" : "X-Aggregate-Id";

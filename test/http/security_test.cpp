@@ -395,6 +395,15 @@ TEST_CASE("the simulated partners inside outboxd answer this machine only") {
   httplib::Headers headers{{"Idempotency-Key", "8:inventory"}, {"X-Aggregate-Id", "1"}};
   httplib::Client local("127.0.0.1", port);
   CHECK(local.Post("/api/inventory/reserve", headers, reserve, "application/json")->status == 200);
+  // Forwarded by a proxy on this machine: from loopback, but not outboxd's own call.
+  for (const char* forwarded : {"Forwarded", "X-Forwarded-For", "X-Real-IP"}) {
+    CAPTURE(forwarded);
+    auto proxied = headers;
+    proxied.emplace(forwarded, "198.51.100.7");
+    proxied.find("Idempotency-Key")->second = std::string("7:") + forwarded;
+    CHECK(local.Post("/api/inventory/reserve", proxied, reserve, "application/json")->status ==
+          403);
+  }
   // The same request from this machine's address on another interface, when it has one.
   ifaddrs* list = nullptr;
   REQUIRE(::getifaddrs(&list) == 0);

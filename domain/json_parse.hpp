@@ -28,13 +28,25 @@ struct json_parse_error {
 
 namespace detail {
 
+/// Whether `s` holds an encoded UTF-16 surrogate (ED A0..BF): what rapidjson makes of a
+/// `\uDC00` escape without the high half before it. Not UTF-8, so PostgreSQL (and any strict
+/// reader) refuses it.
+inline bool holds_surrogate(const char* s, rapidjson::SizeType n) {
+  for (rapidjson::SizeType i = 0; i + 1 < n; ++i)
+    if (static_cast<unsigned char>(s[i]) == 0xED &&
+        (static_cast<unsigned char>(s[i + 1]) & 0xE0) == 0xA0)
+      return true;
+  return false;
+}
+
 /// Hands rapidjson's events on to a document while counting the depth: nesting deeper than
-/// `limit` ends the parse.
+/// `limit` ends the parse, and so does a string or name with a lone surrogate escape.
 template <class Document> struct depth_bounded_handler {
   Document& doc;
   int limit;
   int depth = 0;
   bool too_deep = false;
+  bool lone_surrogate = false;
 
   bool Null() { return doc.Null(); }
   bool Bool(bool b) { return doc.Bool(b); }
@@ -46,8 +58,16 @@ template <class Document> struct depth_bounded_handler {
   bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) {
     return doc.RawNumber(s, n, copy);
   }
-  bool String(const char* s, rapidjson::SizeType n, bool copy) { return doc.String(s, n, copy); }
-  bool Key(const char* s, rapidjson::SizeType n, bool copy) { return doc.Key(s, n, copy); }
+  bool String(const char* s, rapidjson::SizeType n, bool copy) {
+    return text_ok(s, n) && doc.String(s, n, copy);
+  }
+  bool Key(const char* s, rapidjson::SizeType n, bool copy) {
+    return text_ok(s, n) && doc.Key(s, n, copy);
+  }
+  bool text_ok(const char* s, rapidjson::SizeType n) {
+    lone_surrogate = holds_surrogate(s, n);
+    return !lone_surrogate;
+  }
   bool StartObject() { return enter() && doc.StartObject(); }
   bool EndObject(rapidjson::SizeType n) {
     --depth;
@@ -75,6 +95,7 @@ std::optional<json_parse_error> parse_json_bounded(rapidjson::Document& doc, std
                                                    int max_depth = max_json_depth) {
   rapidjson::ParseResult result;
   bool too_deep = false;
+  bool lone_surrogate = false;
   auto generate = [&](rapidjson::Document& target) {
     detail::depth_bounded_handler<rapidjson::Document> handler{target, max_depth};
     rapidjson::MemoryStream bytes(text.data(), text.size());
@@ -82,6 +103,7 @@ std::optional<json_parse_error> parse_json_bounded(rapidjson::Document& doc, std
     rapidjson::Reader reader;
     result = reader.Parse<Flags | rapidjson::kParseIterativeFlag>(stream, handler);
     too_deep = handler.too_deep;
+    lone_surrogate = handler.lone_surrogate;
     return !result.IsError();
   };
   doc.SetNull();
@@ -91,6 +113,10 @@ std::optional<json_parse_error> parse_json_bounded(rapidjson::Document& doc, std
   doc.SetNull();
   if (too_deep)
     return json_parse_error{fmt::format("nested deeper than {} levels", max_depth),
+                            result.Offset()};
+  if (lone_surrogate)
+    return json_parse_error{"a string holds half of a UTF-16 surrogate pair (a \\uD800-\\uDFFF "
+                            "escape without its other half), which is not a character",
                             result.Offset()};
   return json_parse_error{rapidjson::GetParseError_En(result.Code()), result.Offset()};
 }

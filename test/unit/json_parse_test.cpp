@@ -50,3 +50,17 @@ TEST_CASE("a syntax error reads as rapidjson's, at its offset, and the flags are
   CHECK(parse_json_bounded<rapidjson::kParseValidateEncodingFlag>(doc, "\"\xff\""));
   CHECK(parse_json_bounded<0>(doc, ""));
 }
+
+TEST_CASE("a lone surrogate escape is refused, in a value or a name; a pair is a character") {
+  rapidjson::Document doc;
+  for (const char* text :
+       {R"({"customerId": "A\udc00"})", R"({"a\udfff": 1})", R"(["x", "\udc00z"])"}) {
+    CAPTURE(text);
+    auto error = parse_json_bounded<0>(doc, text);
+    REQUIRE(error);
+    CHECK(error->message.find("half of a UTF-16 surrogate pair") != std::string::npos);
+    CHECK(doc.IsNull());
+  }
+  REQUIRE_FALSE(parse_json_bounded<0>(doc, R"({"emoji": "\ud83d\ude00"})"));
+  CHECK(std::string(doc["emoji"].GetString()) == "\xF0\x9F\x98\x80");
+}

@@ -1,6 +1,7 @@
 // The status and code lookups of the error list, and the error body writer.
 #include "http/errors.hpp"
 
+#include "domain/response_body.hpp"
 #include "http/json.hpp"
 
 #include <algorithm>
@@ -63,14 +64,16 @@ std::string error_body(error_kind kind, const std::string& message,
   w.key("error");
   w.start_object();
   w.field("code", code_of(kind));
-  w.field("message", message);
+  // Messages quote what the client sent (a path, a parameter, a value), bytes that need not be
+  // UTF-8: the answer is JSON all the same, each ill-formed sequence a U+FFFD.
+  w.field("message", domain::readable_text(message));
   if (!details.empty()) {
     w.key("details");
     w.start_array();
     for (const auto& d : details) {
       w.start_object();
-      w.field("field", d.field);
-      w.field("message", d.message);
+      w.field("field", domain::readable_text(d.field));
+      w.field("message", domain::readable_text(d.message));
       w.end_object();
     }
     w.end_array();

@@ -708,6 +708,22 @@ TEST_CASE_FIXTURE(server_fixture, "every listed route is served and only those")
         std::string::npos);
 }
 
+TEST_CASE_FIXTURE(server_fixture, "an error quoting bytes that are not UTF-8 is still UTF-8 JSON") {
+  for (const char* path : {"/%ff", "/api/orders/%ff", "/api/orders?status=%ff",
+                           "/api/orders?limit=%c0%af"}) {
+    CAPTURE(path);
+    raw_connection c(port);
+    c.send(curl_request("GET", path, port));
+    auto answer = c.read_response(std::chrono::seconds(3));
+    CHECK(answer.status >= 400);
+    CHECK(answer.body.find('\xff') == std::string::npos);
+    CHECK(answer.body.find("\xc0\xaf") == std::string::npos);
+    rapidjson::Document doc;
+    doc.Parse<rapidjson::kParseValidateEncodingFlag>(answer.body.data(), answer.body.size());
+    CHECK_FALSE(doc.HasParseError());
+  }
+}
+
 TEST_CASE_FIXTURE(server_fixture, "body-less requests as curl sends them are answered at once") {
   auto id = create();
   raw_connection c(port);

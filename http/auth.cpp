@@ -154,6 +154,16 @@ void access_policy::check_host(const httplib::Request& req) const {
   if (!req.has_header("Origin") && !req.has_header("Sec-Fetch-Site") &&
       !req.has_header("Sec-Fetch-Mode"))
     return;
+  // A page of another site cannot read the answer, but its <img> or <script> still makes the
+  // request, and an expensive one (a consistency check over a million orders) costs all the
+  // same. Without tokens, only this server's own pages and the allowed origins call the API.
+  const auto site = req.get_header_value("Sec-Fetch-Site");
+  const auto origin = req.get_header_value("Origin");
+  if ((site == "cross-site" || site == "same-site") &&
+      (origin.empty() || !origin_allowed(req, origin)))
+    throw api_error(error_kind::forbidden,
+                    "a web page of another site may not call here without a token; list its "
+                    "origin in server.allowedOrigins to let it");
   const auto name = lowercase(host_name(req.get_header_value("Host")));
   if (is_address(name) || name == "localhost" ||
       (name.size() > 10 && name.compare(name.size() - 10, 10, ".localhost") == 0) ||

@@ -472,6 +472,19 @@ TEST_CASE("a browser without a token must name this server by address, localhost
     CHECK(get(host, same_origin).status == 503);
   }
   CHECK(get("outboxd.internal:" + p, "").status == 503);
+  // A page of another site that makes the browser fetch a route (an <img>, a <script>): it
+  // cannot read the answer, but the work would be done; an allowed origin's fetch passes.
+  for (const char* site : {"cross-site", "same-site"}) {
+    CAPTURE(site);
+    auto embedded = get("127.0.0.1:" + p, fmt::format("Sec-Fetch-Site: {}\r\nSec-Fetch-Dest: "
+                                                      "image\r\nSec-Fetch-Mode: no-cors\r\n",
+                                                      site));
+    CHECK(embedded.status == 403);
+    CHECK(embedded.body.find("another site") != std::string::npos);
+  }
+  CHECK(get("127.0.0.1:" + p, "Origin: https://ops.example.com\r\nSec-Fetch-Site: "
+                              "cross-site\r\nSec-Fetch-Mode: cors\r\n")
+            .status == 503);
   // Open routes (the UI's files, the probes) are not the point.
   raw_connection ui(port);
   ui.send("GET / HTTP/1.1\r\nHost: attacker.example\r\n" + same_origin + "\r\n");

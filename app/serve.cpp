@@ -149,7 +149,12 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
         const bool read_only = pqxx::nontransaction(c)
                                    .exec1("SELECT current_setting('transaction_read_only')")[0]
                                    .as<std::string>() == "on";
-        return std::pair{persistence::applied_migration_version(c), read_only};
+        std::pair out{persistence::applied_migration_version(c), read_only};
+        // A session keeps the read-only default it was opened with: the next probe asks a new
+        // one, which sees the database writable again.
+        if (read_only)
+          c.disconnect();
+        return out;
       });
       // A standby, or default_transaction_read_only: nothing can be taken or delivered.
       report.checks.emplace_back("database", read_only ? "read-only" : "ok");

@@ -130,9 +130,13 @@ void connection_pool::handle_failure(slot s, std::exception_ptr e) {
     std::rethrow_exception(e);
   } catch (const std::exception& ex) {
     const bool lost = is_connection_loss(ex);
+    // A session opened while the database was read-only keeps that default after the database
+    // takes writes again: a new one is opened instead.
+    auto* sql = dynamic_cast<const pqxx::sql_error*>(&ex);
+    const bool read_only = sql && sql->sqlstate() == "25006";
     // An empty slot was already counted out by discard_all.
     if (s.conn) {
-      if (lost)
+      if (lost || read_only)
         s.conn.reset(); // never handed out again
       release(std::move(s));
     }

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 #include <optional>
 #include <pqxx/pqxx>
+#include <thread>
 
 namespace outboxd::app {
 namespace {
@@ -35,7 +36,44 @@ sigset_t shutdown_signals() {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP); // a closed terminal: stop as cleanly as for the others
   return set;
+}
+
+const char* signal_name(int sig) {
+  return sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT";
+}
+
+/// How much longer than outbox.shutdownTimeout a stop may take (the statements cancelled 2 s
+/// after it, the runs' grace, the HTTP server's last answers) before the process exits anyway.
+constexpr auto stop_margin = 5s;
+
+/// Ends the process when the stop that `first` began takes longer than `limit` (a database that
+/// stopped answering holds statements and requests that no timeout of ours reaches), or at once
+/// on a second shutdown signal.
+void watch_the_stop(int first, std::chrono::milliseconds limit) {
+  std::thread([first, limit] {
+    auto set = shutdown_signals();
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        log::error("main",
+                   "the stop has taken {}ms, longer than outbox.shutdownTimeout and its margin "
+                   "(a database or a client that does not answer); exiting now",
+                   limit.count());
+        std::_Exit(exit_failure);
+      }
+      timespec ts{static_cast<time_t>(left.count() / 1000),
+                  static_cast<long>((left.count() % 1000) * 1000000)};
+      if (int again = sigtimedwait(&set, nullptr, &ts); again > 0) {
+        log::warn("main", "received {} during the stop that {} began; exiting now",
+                  signal_name(again), signal_name(first));
+        std::_Exit(exit_failure);
+      }
+    }
+  }).detach();
 }
 
 /// Waits up to `timeout` for SIGINT/SIGTERM (which must be blocked); true when one arrived.
@@ -79,8 +117,10 @@ bool migrate_with_retry(const conf::settings& s) {
         return false;
       }
       log::warn("migrate", "database unreachable, retrying in {}ms: {}", delay.count(), e.what());
-      if (wait_for_signal(delay))
+      if (wait_for_signal(delay)) {
+        log::info("main", "stopped while waiting for the database");
         return false;
+      }
       delay = std::min<std::chrono::milliseconds>(delay * 2, 5s);
     } catch (const std::exception& e) {
       log::error("migrate", "migration failed: {}", e.what());
@@ -197,7 +237,8 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
 
   int sig = 0;
   sigwait(&signals, &sig);
-  log::info("main", "received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  log::info("main", "received {}, shutting down", signal_name(sig));
+  watch_the_stop(sig, settings.outbox.shutdown_timeout + stop_margin);
   // Reverse order. The engine stops first: its calls in flight may be to this process's own
   // simulator, which must still answer them; intake stays open meanwhile (orders just queue).
   if (sim)

@@ -133,6 +133,66 @@ TEST_CASE("serve takes orders over HTTP and stops cleanly on SIGTERM") {
   CHECK(contains(out, "order 1 created"));
 }
 
+TEST_CASE("SIGHUP (a closed terminal) stops serve as cleanly as SIGTERM") {
+  auto conninfo = fresh_database("outboxd_e2e_hangup");
+  int port = free_port();
+  child_process p({OUTBOXD_BINARY, "serve"},
+                  {{"DATABASE_URL", conninfo}, {"OUTBOXD_SERVER_PORT", std::to_string(port)}},
+                  log_path("hangup"));
+  http_client client(port);
+  REQUIRE_MESSAGE(wait_until([&] { return client.get("/readyz").status == 200; }, 20s), p.output());
+  p.signal(SIGHUP);
+  CHECK(p.wait_exit(10s) == 0);
+  CHECK(contains(p.output(), "received SIGHUP, shutting down"));
+  CHECK(contains(p.output(), "HTTP server stopped; bye"));
+}
+
+TEST_CASE("a stop held up by a database that no longer answers ends after shutdownTimeout and "
+          "its margin; a second signal ends it at once") {
+  for (bool second_signal : {false, true}) {
+    CAPTURE(second_signal);
+    const std::string database = second_signal ? "outboxd_e2e_frozen_twice" : "outboxd_e2e_frozen";
+    auto conninfo = fresh_database(database);
+    int port = free_port();
+    child_process p({OUTBOXD_BINARY, "serve", "--set", "outbox.shutdownTimeout=1s"},
+                    {{"DATABASE_URL", conninfo}, {"OUTBOXD_SERVER_PORT", std::to_string(port)}},
+                    log_path(database));
+    http_client client(port);
+    REQUIRE_MESSAGE(wait_until([&] { return client.get("/readyz").status == 200; }, 20s),
+                    p.output());
+    // The backends serving this outboxd stop answering (a hung database host, as the process
+    // sees it; the other tests' databases are untouched).
+    auto pids = query_value(cluster_conninfo(),
+                            "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE "
+                            "datname = '" +
+                                database + "'");
+    REQUIRE_FALSE(pids.empty());
+    auto signal_backends = [&](const char* sig) {
+      CHECK(std::system(("kill -" + std::string(sig) + " " + pids).c_str()) == 0);
+    };
+    signal_backends("STOP");
+    // A readiness probe now waits for ever on its connection, and with it the HTTP server's stop.
+    std::thread probe([port] { http_client(port).get("/readyz"); });
+    std::this_thread::sleep_for(300ms);
+    auto started = std::chrono::steady_clock::now();
+    p.signal(SIGTERM);
+    if (second_signal) {
+      std::this_thread::sleep_for(500ms);
+      p.signal(SIGINT);
+    }
+    auto code = p.wait_exit(30s); // 1 s + the 5 s margin, on a slow machine
+    auto took = std::chrono::steady_clock::now() - started;
+    signal_backends("CONT");
+    probe.join();
+    CHECK(code == 1);
+    CHECK(contains(p.output(), second_signal
+                                   ? "received SIGINT during the stop that SIGTERM began"
+                                   : "longer than outbox.shutdownTimeout and its margin"));
+    if (second_signal)
+      CHECK(took < 5s); // not the margin's wait
+  }
+}
+
 TEST_CASE("serve exits 1 when its port is taken") {
   auto conninfo = fresh_database("outboxd_e2e_port");
   int port = free_port();

@@ -167,3 +167,20 @@ TEST_CASE("a pool's sessions speak UTF-8 and READ COMMITTED whatever the databas
   set_defaults(" RESET client_encoding");
   set_defaults(" RESET default_transaction_isolation");
 }
+
+TEST_CASE("sessions ask for TCP keepalives and a bound on unacknowledged data, unless the URL "
+          "sets its own") {
+  for (const std::string& url :
+       {std::string("postgresql://u@db.example/x"), std::string("host=db.example dbname=x")}) {
+    CAPTURE(url);
+    auto conninfo = persistence::make_conninfo(url, 5s);
+    CHECK(conninfo.find("keepalives_idle=10") != std::string::npos);
+    CHECK(conninfo.find("tcp_user_timeout=30000") != std::string::npos);
+  }
+  auto own = persistence::make_conninfo("postgresql://u@db.example/x?keepalives_idle=60", 5s);
+  CHECK(own.find("keepalives_idle=10") == std::string::npos);
+  CHECK(own.find("keepalives_idle=60") != std::string::npos);
+  // libpq takes them (and ignores them on a Unix socket).
+  pqxx::connection c(persistence::make_conninfo(db(), 5s));
+  CHECK(c.is_open());
+}

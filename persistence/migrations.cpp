@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -184,6 +185,34 @@ void apply_with_retries(pqxx::nontransaction& session, const migration& m,
   }
 }
 
+/// The checksum recorded for each applied version (none when the bookkeeping table is missing).
+std::map<int, std::string> applied_checksums(pqxx::nontransaction& session) {
+  std::map<int, std::string> out;
+  if (!session.exec1("SELECT to_regclass('schema_migrations') IS NOT NULL")[0].as<bool>())
+    return out;
+  for (const auto& r : session.exec("SELECT version, checksum FROM schema_migrations"))
+    out.emplace(r[0].as<int>(), r[1].as<std::string>());
+  return out;
+}
+
+void refuse_changed(const migration& m, const std::string& recorded) {
+  if (recorded != checksum(m.sql))
+    throw std::runtime_error(fmt::format(
+        "migration {} was changed after it was applied; add a new migration instead", m.name));
+}
+
+/// Whether every migration of `list` is applied (each checked against its recorded checksum).
+bool all_applied(pqxx::nontransaction& session, const std::vector<migration>& list) {
+  const auto applied = applied_checksums(session);
+  for (const auto& m : list) {
+    auto it = applied.find(m.version);
+    if (it == applied.end())
+      return false;
+    refuse_changed(m, it->second);
+  }
+  return true;
+}
+
 } // namespace
 
 const std::vector<migration>& migrations() {
@@ -203,6 +232,10 @@ std::vector<std::string> migrate(pqxx::connection& conn, const std::vector<migra
                                  const migrate_options& options) {
   std::vector<std::string> applied_now;
   pqxx::nontransaction session(conn);
+  // Nothing to apply: done by reading alone, so that a role that may only read and write the
+  // tables (migrations left to another role), or a read-only database, starts all the same.
+  if (all_applied(session, list))
+    return applied_now;
   // Polled rather than waited for: a session waiting for the lock would sit in an open
   // transaction, which a concurrent index build of the migrating process waits for in turn.
   for (bool told = false;
@@ -221,10 +254,7 @@ std::vector<std::string> migrate(pqxx::connection& conn, const std::vector<migra
       auto existing = session.exec_params(
           "SELECT checksum FROM schema_migrations WHERE version = $1", m.version);
       if (!existing.empty()) {
-        if (existing[0][0].as<std::string>() != checksum(m.sql))
-          throw std::runtime_error(fmt::format(
-              "migration {} was changed after it was applied; add a new migration instead",
-              m.name));
+        refuse_changed(m, existing[0][0].as<std::string>());
         continue;
       }
       apply_with_retries(session, m, options);

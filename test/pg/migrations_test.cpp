@@ -200,6 +200,32 @@ TEST_CASE("a migration that cannot get its lock gives up after the lock timeout,
   CHECK(query_value(conninfo, "SELECT count(*) FROM orders") == "2");
 }
 
+TEST_CASE("a database with every migration applied is checked by reading alone: a role that may "
+          "not create, and a read-only session, start all the same") {
+  auto conninfo = empty_database("outboxd_pg_migrate_read_alone");
+  {
+    pqxx::connection c(conninfo);
+    persistence::migrate(c);
+    pqxx::nontransaction admin(c);
+    admin.exec("DO $$BEGIN CREATE ROLE outboxd_dml_only LOGIN; EXCEPTION WHEN duplicate_object "
+               "THEN NULL; END$$");
+    admin.exec("REVOKE CREATE ON SCHEMA public FROM PUBLIC");
+    admin.exec("GRANT USAGE ON SCHEMA public TO outboxd_dml_only");
+    admin.exec("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO "
+               "outboxd_dml_only");
+  }
+  pqxx::connection dml_only(conninfo + " user=outboxd_dml_only");
+  CHECK(persistence::migrate(dml_only).empty());
+  pqxx::connection read_only(conninfo + " options='-c default_transaction_read_only=on'");
+  CHECK(persistence::migrate(read_only).empty());
+  // A migration still to apply needs the rights it needs: the refusal names them.
+  CHECK_THROWS_WITH_AS(
+      persistence::migrate(dml_only,
+                           with({{9004, "9004_note.sql", "ALTER TABLE orders ADD COLUMN n TEXT;"}}),
+                           {}),
+      doctest::Contains("permission denied"), pqxx::sql_error);
+}
+
 TEST_CASE("a migration that never gets its lock fails naming the sessions with the oldest open "
           "transactions") {
   auto conninfo = empty_database("outboxd_pg_migrate_blocked");

@@ -929,7 +929,13 @@ private:
     return true;
   }
 
-  bool duration(const Value& v, const std::string& path, milliseconds& out, bool positive) {
+  /// The longest any duration may be: past it, a clock's time point plus the duration overflows.
+  static constexpr milliseconds max_duration = std::chrono::hours(24 * 36500);
+  /// PostgreSQL's timeouts (and libpq's connect_timeout) are 32-bit integers of milliseconds.
+  static constexpr milliseconds max_postgres_timeout{std::numeric_limits<std::int32_t>::max()};
+
+  bool duration(const Value& v, const std::string& path, milliseconds& out, bool positive,
+                milliseconds max = max_duration) {
     if (!v.IsString()) {
       fail(fmt::format("{} must be a duration like \"2s\", got {}", path, show(v)));
       return false;
@@ -945,13 +951,21 @@ private:
       fail(fmt::format("{} must be > 0, got {}", path, show(v)));
       return false;
     }
+    if (*d > max) {
+      fail(fmt::format("{} must be at most {}ms{}, got {}", path, max.count(),
+                       max == max_postgres_timeout ? " (PostgreSQL's limit, about 24.8 days)"
+                                                   : " (100 years)",
+                       show(v)));
+      return false;
+    }
     out = *d;
     return true;
   }
 
-  bool duration(object_reader& o, std::string_view key, milliseconds& out, bool positive) {
+  bool duration(object_reader& o, std::string_view key, milliseconds& out, bool positive,
+                milliseconds max = max_duration) {
     const Value* v = o.get(key);
-    return !v || duration(*v, o.path(key), out, positive);
+    return !v || duration(*v, o.path(key), out, positive, max);
   }
 
   template <class E>
@@ -1122,11 +1136,11 @@ private:
       fail(fmt::format("{} (or DATABASE_URL) is not a connection string libpq accepts: {}",
                        o.path("url"), *problem));
     integer(o, "poolSize", s.pool_size, 1, 1000);
-    duration(o, "connectTimeout", s.connect_timeout, true);
+    duration(o, "connectTimeout", s.connect_timeout, true, max_postgres_timeout);
     duration(o, "startupTimeout", s.startup_timeout, false);
-    duration(o, "statementTimeout", s.statement_timeout, false);
-    duration(o, "lockTimeout", s.lock_timeout, false);
-    duration(o, "migrationLockTimeout", s.migration_lock_timeout, true);
+    duration(o, "statementTimeout", s.statement_timeout, false, max_postgres_timeout);
+    duration(o, "lockTimeout", s.lock_timeout, false, max_postgres_timeout);
+    duration(o, "migrationLockTimeout", s.migration_lock_timeout, true, max_postgres_timeout);
   }
 
   void read_outbox(object_reader& o, outbox_settings& s) {

@@ -643,6 +643,18 @@ TEST_CASE("database settings are checked") {
   CHECK_SET_ERROR("database.statementTimeout=soon",
                   "database.statementTimeout must be a duration like");
   CHECK_SET_ERROR("database.lockTimeout=-5s", "database.lockTimeout must be a duration like");
+  // PostgreSQL's timeouts are 32-bit milliseconds: a longer one would be refused by every session.
+  for (const char* key : {"database.statementTimeout", "database.lockTimeout",
+                          "database.migrationLockTimeout", "database.connectTimeout"}) {
+    CAPTURE(key);
+    CHECK_SET_ERROR(std::string(key) + "=25d",
+                    std::string(key) + " must be at most 2147483647ms (PostgreSQL's limit");
+    CHECK(load_with({std::string(key) + "=24d"}).value);
+  }
+  // Any duration: a clock's now() plus it must not overflow.
+  CHECK_SET_ERROR("outbox.shutdownTimeout=106751991167d",
+                  "outbox.shutdownTimeout must be at most 3153600000000ms (100 years)");
+  CHECK(load_with({"outbox.retention=3650d"}).value);
   auto bounds = load_with({"database.statementTimeout=0", "database.lockTimeout=250ms"});
   CHECK(loaded(bounds).database.statement_timeout == 0ms);
   CHECK(loaded(bounds).database.lock_timeout == 250ms);

@@ -57,7 +57,12 @@ struct attempt_columns {
 struct attempt_record : attempt_columns {
   std::int64_t id = 0;
   std::string published_at;
+  /// As listed: a body over max_listed_body_bytes was left out (JSON) or cut (text, bytes).
+  bool bodies_shortened = false;
 };
+
+/// The most bytes of each body (request, response) an attempt carries in the API's listings.
+inline constexpr std::size_t max_listed_body_bytes = 16384;
 
 struct dead_letter_record {
   std::int64_t id = 0;

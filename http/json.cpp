@@ -85,6 +85,8 @@ void write_attempt(json_writer& w, const domain::attempt_record& a) {
            a.error_message, "durationMs", a.duration_ms, "publishedAt", a.published_at,
            "responseContentType", a.response_content_type, "responseTruncated",
            a.response_truncated);
+  if (a.bodies_shortened)
+    w.field("bodiesShortened", true);
   // Bytes that are neither JSON nor text travel as base64; JSON strings cannot carry them.
   w.key("responseBody");
   if (a.response_body)
@@ -149,11 +151,15 @@ std::string with_attempts(std::string_view key, const Record& record, Write writ
   w.start_object();
   w.key(key);
   write(w, record);
+  // Read one past the cap: the oldest is left out, and the answer says so.
+  const bool truncated = attempts.size() > static_cast<std::size_t>(domain::max_timeline_attempts);
   w.key("attempts");
   w.start_array();
-  for (const auto& a : attempts)
-    write_attempt(w, a);
+  for (auto a = attempts.begin() + (truncated ? 1 : 0); a != attempts.end(); ++a)
+    write_attempt(w, *a);
   w.end_array();
+  if (truncated)
+    w.field("attemptsTruncated", true);
   w.end_object();
   return w.str();
 }

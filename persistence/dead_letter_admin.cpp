@@ -4,6 +4,8 @@
 #include "persistence/aggregate_hooks.hpp"
 #include "persistence/rows.hpp"
 
+#include <fmt/format.h>
+
 namespace outboxd::persistence {
 namespace {
 
@@ -14,8 +16,11 @@ const std::string list_sql = "SELECT "s + dead_letter_columns +
                              "AND ($2::bigint IS NULL OR id < $2) ORDER BY id DESC LIMIT $3";
 const std::string find_sql =
     "SELECT "s + dead_letter_columns + " FROM dead_letter_events WHERE id = $1";
-const std::string attempts_sql =
-    "SELECT "s + attempt_columns + " FROM aggregate_results WHERE event_id = $1 ORDER BY id";
+// The newest max_timeline_attempts + 1 (the one more tells that there are more).
+const std::string attempts_sql = fmt::format(
+    "SELECT * FROM (SELECT {} FROM aggregate_results WHERE event_id = $1 ORDER BY id DESC LIMIT "
+    "{}) newest ORDER BY id",
+    attempt_columns, domain::max_timeline_attempts + 1);
 // Only a FAILED dead letter goes back: a PENDING or PROCESSING one is still being worked on,
 // and a PROCESSED one is done.
 const std::string redrive_sql =

@@ -74,6 +74,7 @@ domain::attempt_record to_attempt(const pqxx::row& r) {
   a.response_content_type = optional_field<std::string>(r[19]);
   a.response_truncated = r[20].as<bool>();
   a.aggregate_type = r[21].as<std::string>();
+  a.bodies_shortened = r[22].as<bool>();
   return a;
 }
 

@@ -603,7 +603,7 @@ function auditView(t, open) {
       a.errorMessage ? el('p', { class: 'error-text', text: a.errorMessage }) : null,
       el('p', { class: 'muted small-text', text: `event #${a.eventId} ${a.eventType || ''} · Idempotency-Key ${a.idempotencyKey || '—'}` }),
       el('div', { class: 'payloads' },
-        el('div', null, el('h4', { text: 'Request' }), el('pre', { text: a.requestPayload === null ? '(no body)' : json(a.requestPayload) })),
+        el('div', null, el('h4', { text: 'Request' }), el('pre', { text: a.requestPayload !== null ? json(a.requestPayload) : a.bodiesShortened ? '(over 16 KiB: not listed here; it is in the audit table)' : '(no body)' })),
         responseView(a)));
     if (open.has(key)) details.open = true;
     return details;
@@ -644,6 +644,7 @@ function responseView(a) {
     marks.push(el('span', { class: 'badge body-mark binary', text: `binary / not UTF-8 — ${a.responseBody.bytes} bytes, shown escaped` }));
   }
   if (a.responseTruncated) marks.push(el('span', { class: 'badge body-mark truncated', text: 'cut at the size limit' }));
+  if (a.bodiesShortened) marks.push(el('span', { class: 'badge body-mark truncated', text: 'over 16 KiB: a JSON body is not listed, text and bytes only their start' }));
   return el('div', { class: 'response', data: { body: a.responseBody ? 'bytes' : a.responseText ? 'text' : a.responsePayload !== null ? 'json' : 'none' } },
     el('h4', null, 'Response', a.responseContentType ? el('span', { class: 'muted small-text content-type', text: ` · ${a.responseContentType}` }) : null),
     marks.length ? el('p', { class: 'body-marks' }, marks) : null,

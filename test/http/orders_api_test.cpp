@@ -16,6 +16,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <pqxx/pqxx>
+#include <rapidjson/pointer.h>
 
 using namespace outboxd;
 using namespace outboxd::test;
@@ -176,8 +177,8 @@ TEST_CASE_FIXTURE(server_fixture,
        "application/json", 400, "malformed_json", "encoding"},
       {R"({"customerId":"C","totalAmount":NaN,"shippingType":"domestic"})", "application/json", 400,
        "malformed_json", "offset"},
-      {R"({"customerId":"A\udc00","totalAmount":1,"shippingType":"domestic"})",
-       "application/json", 400, "malformed_json", "surrogate"},
+      {R"({"customerId":"A\udc00","totalAmount":1,"shippingType":"domestic"})", "application/json",
+       400, "malformed_json", "surrogate"},
       {R"({"customerId":"C","totalAmount":1e400,"shippingType":"domestic"})", "application/json",
        400, "malformed_json", "too big"},
       {valid_order, "text/plain", 415, "unsupported_media_type", "application/json"},
@@ -436,6 +437,59 @@ std::int64_t add_dead_letter(server_fixture& f, const char* status) {
   return id;
 }
 } // namespace
+
+TEST_CASE_FIXTURE(server_fixture,
+                  "an event's and a dead letter's detail list the newest 1 000 attempts, and every "
+                  "listing cuts bodies over 16 KiB, saying so") {
+  auto letter = add_dead_letter(*this, "FAILED");
+  auto event = query_value(db(), "SELECT original_event_id FROM dead_letter_events");
+  auto order = query_value(db(), "SELECT aggregate_id FROM dead_letter_events");
+  const auto big = domain::max_listed_body_bytes + 1;
+  auto add_attempts = [&](int n, const std::string& bodies) {
+    query_value(db(), fmt::format("INSERT INTO aggregate_results (event_id, aggregate_id, "
+                                  "event_type, destination, fanout_order, attempt, endpoint_url, "
+                                  "http_method, outcome{}) SELECT {}, '{}', 'OrderCreated', "
+                                  "'inventory', 0, n, 'http://x/r', 'POST', 'retryable'{} FROM "
+                                  "generate_series(1, {}) n RETURNING 1",
+                                  bodies.empty() ? ""
+                                                 : ", request_payload, response_text,"
+                                                   " response_body",
+                                  event, order, bodies, n));
+  };
+  auto count = [](const http_response& r) {
+    const auto* v = rapidjson::Pointer("/attempts").Get(r.json);
+    return v && v->IsArray() ? static_cast<int>(v->Size()) : -1;
+  };
+  auto has = [](const http_response& r, const std::string& pointer) {
+    return rapidjson::Pointer(pointer.c_str()).Get(r.json) != nullptr;
+  };
+  add_attempts(domain::max_timeline_attempts, "");
+  for (const auto& path : {"/api/outbox/events/" + event, fmt::format("/api/dlq/{}", letter)}) {
+    CAPTURE(path);
+    auto whole = client->get(path);
+    CHECK(count(whole) == domain::max_timeline_attempts);
+    CHECK_FALSE(has(whole, "/attemptsTruncated"));
+  }
+  // One newer attempt, with a JSON request, a text answer and bytes each one over the cap.
+  add_attempts(1, fmt::format(", jsonb_build_object('pad', repeat('p', {0})), repeat('t', {0}), "
+                              "decode(repeat('00', {0}), 'hex')",
+                              big));
+  for (const auto& path : {"/api/outbox/events/" + event, fmt::format("/api/dlq/{}", letter),
+                           "/api/orders/" + order}) {
+    CAPTURE(path);
+    auto r = client->get(path);
+    REQUIRE(r.status == 200);
+    CHECK(count(r) == domain::max_timeline_attempts);
+    CHECK(r.boolean("/attemptsTruncated"));
+    const auto last = fmt::format("/attempts/{}", domain::max_timeline_attempts - 1);
+    CHECK(r.boolean((last + "/bodiesShortened").c_str()));
+    CHECK(r.is_null((last + "/requestPayload").c_str()));
+    CHECK(r.str((last + "/responseText").c_str()).size() == domain::max_listed_body_bytes);
+    CHECK(r.num((last + "/responseBody/bytes").c_str()) ==
+          static_cast<long long>(domain::max_listed_body_bytes));
+    CHECK_FALSE(has(r, "/attempts/0/bodiesShortened"));
+  }
+}
 
 TEST_CASE_FIXTURE(server_fixture,
                   "GET /api/dlq lists dead letters and GET /api/dlq/{id} shows one") {
@@ -709,8 +763,8 @@ TEST_CASE_FIXTURE(server_fixture, "every listed route is served and only those")
 }
 
 TEST_CASE_FIXTURE(server_fixture, "an error quoting bytes that are not UTF-8 is still UTF-8 JSON") {
-  for (const char* path : {"/%ff", "/api/orders/%ff", "/api/orders?status=%ff",
-                           "/api/orders?limit=%c0%af"}) {
+  for (const char* path :
+       {"/%ff", "/api/orders/%ff", "/api/orders?status=%ff", "/api/orders?limit=%c0%af"}) {
     CAPTURE(path);
     raw_connection c(port);
     c.send(curl_request("GET", path, port));

@@ -5,6 +5,7 @@
 #include "http/json.hpp"
 #include "log/log.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
 #include <httplib.h>
@@ -16,6 +17,9 @@ namespace {
 
 constexpr const char* ledger_path = "/api/simulator/ledger";
 constexpr int max_window = 1000000;
+/// The most violations one answer lists (with their count): a window of a million orders that
+/// are all wrong would otherwise be an answer of hundreds of megabytes.
+constexpr std::size_t max_listed_violations = 1000;
 
 /// `cursor` (the orders after this id; default: the newest) and `limit` (1..1 000 000, default
 /// 100 000): a check reads a bounded window of orders however many the table holds.
@@ -67,13 +71,17 @@ std::string consistency_json(const consistency_report& report,
     w.null();
   w.key("violations");
   w.start_array();
-  for (const auto& v : report.violations) {
+  const auto listed = std::min(report.violations.size(), max_listed_violations);
+  for (std::size_t i = 0; i < listed; ++i) {
     w.start_object();
-    w.field("orderId", v.order_id);
-    w.field("problem", v.problem);
+    w.field("orderId", report.violations[i].order_id);
+    w.field("problem", report.violations[i].problem);
     w.end_object();
   }
   w.end_array();
+  w.field("violationCount", static_cast<std::int64_t>(report.violations.size()));
+  if (listed < report.violations.size())
+    w.field("violationsTruncated", true);
   w.end_object();
   return w.str();
 }

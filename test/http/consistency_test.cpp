@@ -183,6 +183,22 @@ TEST_CASE_FIXTURE(consistency_fixture, "half-done orders are listed with a sente
   CHECK(r.str("/violations/2/problem").find("2 payments were applied (billing.charge TXN-2-") == 0);
 }
 
+TEST_CASE_FIXTURE(consistency_fixture, "an answer lists the first 1 000 violations and counts them "
+                                       "all") {
+  query_value(db(), "INSERT INTO orders (customer_id, total_amount, shipping_type, order_status) "
+                    "SELECT 'C-1', 10, 'domestic', 'CONFIRMED' FROM generate_series(1, 400) "
+                    "RETURNING 1");
+  auto r = check();
+  CHECK(r.num("/checked") == 400);
+  CHECK(violation_count(r) == 1000);
+  CHECK(r.num("/violationCount") > 1000); // each order misses every effect
+  CHECK(r.boolean("/violationsTruncated"));
+  insert("CANCELLED"); // nothing applied, nothing to undo: no violation
+  auto clean = client->get("/api/admin/consistency?cursor=400");
+  CHECK(clean.num("/violationCount") == 0);
+  CHECK_FALSE(clean.boolean("/violationsTruncated"));
+}
+
 TEST_CASE_FIXTURE(consistency_fixture, "orders created before a reset are unchecked, deleted ones "
                                        "are ignored") {
   auto before = insert("CONFIRMED");

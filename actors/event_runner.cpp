@@ -479,7 +479,18 @@ task<event_runner::step_result> event_runner::call_step(const persistence::claim
   }
   const auto& result = std::get<client::call_result>(call);
   auto outcome = domain::classify(dest.method, result.status);
+  // 409 is how APIs with Idempotency-Keys say "a request with this key is still being
+  // processed": after a call of this step that got no answer, it is not a refusal (the step may
+  // well be applied), so it is retried (and a compensation settles it later) instead.
+  const bool key_in_use = outcome == domain::attempt_outcome::non_retryable &&
+                          result.status == 409 && step_unanswered(e.id, name, attempt);
+  if (key_in_use)
+    outcome = domain::attempt_outcome::retryable;
   fill_response(row, result, outcome, domain::credential_values(dest.headers));
+  if (key_in_use)
+    row.error_message = "HTTP 409 after an unanswered call with the same Idempotency-Key (the "
+                        "partner may still be processing it): " +
+                        *row.error_message;
   log::info(name_, "event {} {} {} {} → {} {} {} {} {}ms attempt {}", e.id, e.event_type,
             e.aggregate_type, e.aggregate_id, name, dest.method, row.endpoint_url,
             result.status ? std::to_string(*result.status) : result.error, result.duration.count(),
@@ -496,6 +507,13 @@ task<event_runner::step_result> event_runner::call_step(const persistence::claim
                         std::move(row),
                         {},
                         std::move(reopened)};
+}
+
+bool event_runner::step_unanswered(std::int64_t event_id, const std::string& destination,
+                                   int attempt) {
+  auto states = repo()->step_states(event_id, attempt);
+  auto it = states.find(destination);
+  return it != states.end() && it->second.state == domain::step_state::unanswered;
 }
 
 void event_runner::lease_lost_before(const persistence::claimed_event& e,

@@ -173,6 +173,9 @@ private:
   /// and counts it in the metrics; the run goes on once the row is committed.
   task<void> record(const persistence::attempt_row& row);
   void lease_lost(const persistence::claimed_event& e, const char* what);
+  /// Whether a call of `destination` for event `event_id` got no answer (it may have been
+  /// applied), counting runs up to `attempt`.
+  bool step_unanswered(std::int64_t event_id, const std::string& destination, int attempt);
   // Nothing was called under the lost lease, so nothing is dropped.
   void lease_lost_before(const persistence::claimed_event& e, const std::string& destination);
   task<void> run_fanout(const persistence::claimed_event& e);

@@ -185,6 +185,44 @@ TEST_CASE("a compensation held back by an open circuit spends no retry of its de
   CHECK(f.p.output().find("held back (inventory: circuit open)") != std::string::npos);
 }
 
+TEST_CASE("a 409 to the re-send of an unanswered call (the key still in use) is retried, not "
+          "taken for a refusal; a 409 to a first call is one") {
+  gated_fixture f("outboxd_e2e_gates_key_in_use",
+                  {"outbox.backoff.base=100ms", "outbox.backoff.max=200ms",
+                   "http.routes.inventory.timeout=300ms",
+                   "http.routes.inventory.circuitBreaker.enabled=false"},
+                  true);
+  std::atomic<int> calls{0};
+  const answer in_use{409, R"({"error":"a request with this Idempotency-Key is in progress"})"};
+  f.remote.handle([&](const partner::request& r) {
+    if (r.path == "/fraud")
+      return answer{200, R"({"riskScore":10})"};
+    switch (++calls) {
+    case 1: { // applied, but answered after the caller's deadline
+      auto late = reserved;
+      late.delay = 1s;
+      return late;
+    }
+    case 2:
+      return in_use;
+    default:
+      return reserved;
+    }
+  });
+  auto id = f.p.create_order();
+  CHECK(f.p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  CHECK(query_value(f.conninfo, "SELECT string_agg(outcome, ',' ORDER BY id) FROM "
+                                "aggregate_results WHERE destination = 'inventory'") ==
+        "retryable,retryable,success");
+  CHECK(query_value(f.conninfo, "SELECT count(*) FROM aggregate_results WHERE error_message LIKE "
+                                "'HTTP 409 after an unanswered call%'") == "1");
+
+  // A first call answered 409 is a conflict like any other 4xx: refused, the order failed.
+  calls = 1; // the next call is answered 409
+  auto refused = f.p.create_order();
+  CHECK(f.p.wait_status(refused, "FAILED") == "FAILED");
+}
+
 TEST_CASE("a hanging destination is cut at its deadline and its circuit opens") {
   gated_fixture f("outboxd_e2e_gates_hang",
                   {"outbox.poolSize=2", "outbox.callsInFlight=1", "outbox.maxRetries=20",

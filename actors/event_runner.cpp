@@ -446,12 +446,13 @@ task<event_runner::step_result> event_runner::call_step(const persistence::claim
   }
   auto url = domain::fill_url(choice.chosen->url, path_params);
   if (!url) {
-    row.endpoint_url = choice.chosen->url;
+    row.endpoint_url = domain::mask_url_credentials(choice.chosen->url);
     row.outcome = domain::attempt_outcome::non_retryable;
     row.error_message = url.err().message;
     co_return step_result{row.outcome, url.err().message, {}, {}, std::move(row), {}, {}};
   }
-  row.endpoint_url = url.value();
+  // The audit and the log get the URL without its credentials; the call, the URL itself.
+  row.endpoint_url = domain::mask_url_credentials(url.value());
   client::call_request req;
   req.method = dest.method;
   req.url = url.value();
@@ -695,13 +696,13 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
                                      docs.parse(step.response_json));
     row.http_method = route->revert->method;
     if (!call) {
-      row.endpoint_url = route->revert->url;
+      row.endpoint_url = domain::mask_url_credentials(route->revert->url);
       row.outcome = domain::attempt_outcome::non_retryable;
       row.error_message = "revert cannot be built: " + call.err().message;
       co_await record(row);
       co_return fail(row.outcome, *row.error_message);
     }
-    row.endpoint_url = call.value().url;
+    row.endpoint_url = domain::mask_url_credentials(call.value().url);
     row.idempotency_key = fmt::format("{}:{}:revert", original_event_id, step.destination);
     client::call_request req;
     req.method = call.value().method;
@@ -729,7 +730,7 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
     fill_response(row, result, outcome, domain::credential_values(dest->second.headers));
     co_await record(row);
     log::info(name_, "event {} aggregate {}: revert {} {} {} -> {} {}ms (attempt {})",
-              original_event_id, aggregate_id, step.destination, req.method, req.url,
+              original_event_id, aggregate_id, step.destination, req.method, row.endpoint_url,
               result.status ? std::to_string(*result.status) : result.error,
               result.duration.count(), attempt);
     if (reopened) // as for a forward call: held back with the others, no retry spent

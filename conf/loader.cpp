@@ -674,12 +674,27 @@ std::string effective_json(const Document& doc) {
   }
   Value* http = member(copy, "http");
   Value* routes = http ? member(*http, "routes") : nullptr;
+  // A URL's password and credential parameters (a route's, a revert's): masked like headers.
+  auto mask_url = [&alloc](Value& holder) {
+    if (Value* url = holder.IsObject() ? member(holder, "url") : nullptr; url && url->IsString())
+      url->SetString(domain::mask_url_credentials(string_of(*url)), alloc);
+    if (Value* revert = holder.IsObject() ? member(holder, "revert") : nullptr)
+      if (Value* url = revert->IsObject() ? member(*revert, "url") : nullptr;
+          url && url->IsString())
+        url->SetString(domain::mask_url_credentials(string_of(*url)), alloc);
+  };
   if (routes && routes->IsObject())
-    for (auto& d : routes->GetObject())
+    for (auto& d : routes->GetObject()) {
       if (Value* headers = member(d.value, "headers"); headers && headers->IsObject())
         for (auto& h : headers->GetObject())
           if (domain::is_credential_header(name_of(h.name)))
             h.value.SetString("***", alloc);
+      mask_url(d.value);
+      if (Value* conditional = d.value.IsObject() ? member(d.value, "routes") : nullptr;
+          conditional && conditional->IsArray())
+        for (auto& r : conditional->GetArray())
+          mask_url(r);
+    }
   rapidjson::StringBuffer buffer;
   rapidjson::PrettyWriter<rapidjson::StringBuffer> writer(buffer);
   writer.SetIndent(' ', 2);

@@ -3,6 +3,7 @@
 #include "domain/revert.hpp"
 
 #include "domain/delivery.hpp"
+#include "domain/secrets.hpp"
 #include "domain/url.hpp"
 
 #include <algorithm>
@@ -224,10 +225,18 @@ bool urls_overlap(std::string_view a, std::string_view b) {
   return a == b || url_matches(a, b) || url_matches(b, a);
 }
 
+namespace {
+/// Whether the call to `called_url` went by route URL `templ`: the audit holds the URL with its
+/// credentials masked (rows written before that, as called).
+bool called_by(const std::string& templ, std::string_view called_url) {
+  return url_matches(templ, called_url) || url_matches(mask_url_credentials(templ), called_url);
+}
+} // namespace
+
 const route* route_for_url(const destination& d, std::string_view called_url) {
   const route* found = nullptr;
   for (const auto& r : d.routes)
-    if (url_matches(r.url, called_url)) {
+    if (called_by(r.url, called_url)) {
       if (found && !same_revert(*found, r))
         return nullptr;
       if (!found)
@@ -239,7 +248,7 @@ const route* route_for_url(const destination& d, std::string_view called_url) {
 std::string route_miss(const destination& d, std::string_view called_url) {
   std::vector<std::size_t> matching;
   for (std::size_t i = 0; i < d.routes.size(); ++i)
-    if (url_matches(d.routes[i].url, called_url))
+    if (called_by(d.routes[i].url, called_url))
       matching.push_back(i);
   if (matching.size() < 2)
     return fmt::format("cannot tell which configured route called {}", called_url);

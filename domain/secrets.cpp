@@ -116,4 +116,38 @@ std::string mask_secrets(std::string text, const std::vector<std::string>& secre
   return out;
 }
 
+std::string mask_url_credentials(std::string_view url) {
+  std::string out(url);
+  const auto scheme_end = out.find("://");
+  if (scheme_end != std::string::npos) {
+    const auto authority = scheme_end + 3;
+    const auto authority_end = std::min(out.find_first_of("/?#", authority), out.size());
+    const auto at = out.rfind('@', authority_end - 1);
+    if (at != std::string::npos && at >= authority) {
+      const auto colon = out.find(':', authority);
+      if (colon < at && colon + 1 < at)
+        out.replace(colon + 1, at - colon - 1, "***");
+    }
+  }
+  const auto query = out.find('?');
+  if (query == std::string::npos)
+    return out;
+  const auto fragment = std::min(out.find('#', query), out.size());
+  std::string masked = out.substr(0, query + 1);
+  for (std::size_t start = query + 1; start <= fragment;) {
+    const auto end = std::min(out.find('&', start), fragment);
+    const auto param = std::string_view(out).substr(start, end - start);
+    const auto equals = param.find('=');
+    if (equals != std::string_view::npos && equals + 1 < param.size() &&
+        is_credential_header(param.substr(0, equals)))
+      masked.append(param.substr(0, equals + 1)).append("***");
+    else
+      masked.append(param);
+    if (end < fragment)
+      masked += '&';
+    start = end + 1;
+  }
+  return masked + out.substr(fragment);
+}
+
 } // namespace outboxd::domain

@@ -21,4 +21,9 @@ credential_values(const std::vector<std::pair<std::string, std::string>>& header
 /// `text` with every occurrence of each of `secrets` replaced by "***".
 std::string mask_secrets(std::string text, const std::vector<std::string>& secrets);
 
+/// `url` with the credentials it may carry masked, as it is logged, stored in the audit and
+/// shown: the password of its user info (`https://user:***@host/...`) and the value of each
+/// query parameter whose name reads as a credential (is_credential_header: `?api_key=***`).
+std::string mask_url_credentials(std::string_view url);
+
 } // namespace outboxd::domain

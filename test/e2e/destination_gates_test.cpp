@@ -23,28 +23,32 @@ const answer reserved{200, R"({"reservationId":"RES-1"})"};
 const answer unavailable{503, R"({"error":"down for maintenance"})"};
 
 /// outboxd with a fan-out of inventory, then fraudCheck when `two_steps`, both at `remote`, and
-/// `sets` ("key=value") on top of the test defaults.
+/// `sets` ("key=value") on top of the test defaults. `inventory_credentials`: user info and a
+/// query parameter with secrets in inventory's URLs (forward and revert).
 struct gated_fixture {
-  gated_fixture(const char* database, std::vector<std::string> sets, bool two_steps = false)
-      : config(write_config(two_steps)), conninfo(fresh_database(database)),
+  gated_fixture(const char* database, std::vector<std::string> sets, bool two_steps = false,
+                bool inventory_credentials = false)
+      : config(write_config(two_steps, inventory_credentials)), conninfo(fresh_database(database)),
         p(database, conninfo, with_config(std::move(sets))) {
     p.wait_up();
   }
   ~gated_fixture() { ::unlink(config.c_str()); }
 
-  std::string write_config(bool two_steps) {
+  std::string write_config(bool two_steps, bool inventory_credentials) {
     auto path = fmt::format("/tmp/outboxd-gates-{}-{}.json", ::getpid(), remote.port);
     std::ofstream(path) << fmt::format(
         R"({{"http": {{
       "routes": {{
-        "inventory": {{"url": "http://127.0.0.1:{0}/inventory", "timeout": "1500ms",
-                      "revert": {{"url": "http://127.0.0.1:{0}/inventory/RES-1/release",
+        "inventory": {{"url": "http://{2}127.0.0.1:{0}/inventory{3}", "timeout": "1500ms",
+                      "revert": {{"url": "http://{2}127.0.0.1:{0}/inventory/RES-1/release{3}",
                                  "method": "DELETE"}}}},
         "fraudCheck": {{"url": "http://127.0.0.1:{0}/fraud", "timeout": "1500ms"}}
       }},
       "fanout": {{"OrderCreated": {1}}}
     }}}})",
-        remote.port, two_steps ? R"(["inventory", "fraudCheck"])" : R"(["inventory"])");
+        remote.port, two_steps ? R"(["inventory", "fraudCheck"])" : R"(["inventory"])",
+        inventory_credentials ? "user:S3cretPass@" : "",
+        inventory_credentials ? "?api_key=K3yValue" : "");
     return path;
   }
 
@@ -221,6 +225,34 @@ TEST_CASE("a 409 to the re-send of an unanswered call (the key still in use) is 
   calls = 1; // the next call is answered 409
   auto refused = f.p.create_order();
   CHECK(f.p.wait_status(refused, "FAILED") == "FAILED");
+}
+
+TEST_CASE("credentials in a destination's URL are sent, and masked in the audit, the log and the "
+          "API; its revert is still found and sent") {
+  gated_fixture f("outboxd_e2e_gates_url_secrets", {}, true, true);
+  f.remote.handle([&](const partner::request& r) {
+    if (r.path.rfind("/fraud", 0) == 0)
+      return answer{400, R"({"error":"refused"})"}; // for good: inventory is reverted
+    return reserved;
+  });
+  auto id = f.p.create_order();
+  CHECK(f.p.wait_status(id, "FAILED") == "FAILED");
+  std::vector<std::string> seen;
+  for (const auto& r : f.remote.requests())
+    if (r.path.rfind("/inventory", 0) == 0)
+      seen.push_back(r.method + " " + r.path);
+  CHECK(seen == std::vector<std::string>{"POST /inventory?api_key=K3yValue",
+                                         "DELETE /inventory/RES-1/release?api_key=K3yValue"});
+  CHECK(query_value(f.conninfo, "SELECT string_agg(endpoint_url, ' ' ORDER BY id) FROM "
+                                "aggregate_results WHERE destination LIKE 'inventory%'") ==
+        fmt::format("http://user:***@127.0.0.1:{0}/inventory?api_key=*** "
+                    "http://user:***@127.0.0.1:{0}/inventory/RES-1/release?api_key=***",
+                    f.remote.port));
+  auto timeline = f.p.timeline(id);
+  for (const char* secret : {"S3cretPass", "K3yValue"}) {
+    CHECK_MESSAGE(f.p.output().find(secret) == std::string::npos, secret);
+    CHECK_MESSAGE(timeline.body.find(secret) == std::string::npos, secret);
+  }
 }
 
 TEST_CASE("a hanging destination is cut at its deadline and its circuit opens") {

@@ -1151,6 +1151,20 @@ TEST_CASE("the effective configuration masks the database password, token and au
     CHECK_MESSAGE(json.find(secret) == std::string::npos, secret);
 }
 
+TEST_CASE("the effective configuration masks the credentials of route and revert URLs") {
+  auto r = load_with({"http.routes.crm.url=http://user:S3cretPass@127.0.0.1:1/crm?api_key=TOPSECRET",
+                      "http.routes.crm.revert.url=http://user:Undo9Pass@127.0.0.1:1/crm/{id}",
+                      "http.routes.crm.revert.method=DELETE",
+                      "http.routes.crm.revert.extract.id=response:$.id",
+                      R"(http.fanout.OrderCreated=["crm"])"});
+  const auto& text = r.effective_json;
+  CHECK(loaded(r).http.destinations.at("crm").routes.at(0).url.find("S3cretPass") != std::string::npos);
+  CHECK(text.find("http://user:***@127.0.0.1:1/crm?api_key=***") != std::string::npos);
+  CHECK(text.find("http://user:***@127.0.0.1:1/crm/{id}") != std::string::npos);
+  for (const char* secret : {"S3cretPass", "TOPSECRET", "Undo9Pass"})
+    CHECK_MESSAGE(text.find(secret) == std::string::npos, secret);
+}
+
 TEST_CASE("an empty admin token stays visible as empty in the effective configuration") {
   auto r = load_with({"database.url=host=db password=hunter2"});
   CHECK(r.effective_json.find("\"token\": \"\"") != std::string::npos);

@@ -42,3 +42,15 @@ TEST_CASE("a credential echoed inside a JSON string with escapes is masked too")
   CHECK(mask_secrets(R"(["s3cr3t\/T0ken+abc\x"])", secrets) == R"(["s3cr3t\/T0ken+abc\x"])");
   CHECK(mask_secrets(R"(["nothing \/ here"])", secrets) == R"(["nothing \/ here"])");
 }
+
+TEST_CASE("a URL's credentials are masked: the user info's password and credential parameters") {
+  CHECK(mask_url_credentials("http://user:S3cretPass@127.0.0.1:8080/fwd/sec?api_key=TOPSECRET&"
+                             "page=2&token=abc#top") ==
+        "http://user:***@127.0.0.1:8080/fwd/sec?api_key=***&page=2&token=***#top");
+  CHECK(mask_url_credentials("https://only-user@host/p") == "https://only-user@host/p");
+  CHECK(mask_url_credentials("https://host/p?q=a@b:c") == "https://host/p?q=a@b:c");
+  CHECK(mask_url_credentials("https://host/p?Secret=&flag") == "https://host/p?Secret=&flag");
+  CHECK(mask_url_credentials("https://host/orders/{orderId}?apiKey={key}") ==
+        "https://host/orders/{orderId}?apiKey=***");
+  CHECK(mask_url_credentials("not a url") == "not a url");
+}

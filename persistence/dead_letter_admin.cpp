@@ -29,7 +29,26 @@ const std::string redrive_sql =
     "resolved_at = NULL, status_changed_at = now() WHERE id = $1 AND status = 'FAILED' "
     "RETURNING "s +
     dead_letter_columns;
-// An operator's resolution: done by hand, nothing left to compensate.
+// An operator's resolution of the step that failed (a revert, or the re-send that was to settle a
+// step): the newest unsuccessful row of the dead letter's event, if any.
+const std::string failing_step_sql =
+    "SELECT r.id FROM dead_letter_events d JOIN aggregate_results r ON r.event_id = "
+    "d.original_event_id WHERE d.id = $1 AND d.status = 'FAILED' AND r.outcome IN ('retryable', "
+    "'non_retryable') ORDER BY r.id DESC LIMIT 1";
+// ... is recorded as that step's revert, skipped (the compensation counts it as done) ...
+const std::string settle_step_sql =
+    "INSERT INTO aggregate_results (event_id, aggregate_type, aggregate_id, event_type, "
+    "destination, fanout_order, attempt, endpoint_url, http_method, outcome, error_message) "
+    "SELECT event_id, aggregate_type, aggregate_id, event_type, CASE WHEN destination LIKE "
+    "'%.revert' THEN destination ELSE destination || '.revert' END, fanout_order, attempt, "
+    "endpoint_url, '-', 'skipped', $2 FROM aggregate_results WHERE id = $1";
+// ... and the compensation goes on with the other steps.
+const std::string resume_sql =
+    "UPDATE dead_letter_events SET status = 'PENDING', attempts = 0, next_retry_at = NULL, "
+    "failing_since = NULL, revert_error = $2, status_changed_at = now() WHERE id = $1 AND "
+    "status = 'FAILED' RETURNING "s +
+    dead_letter_columns;
+// Without a failed step to name: done by hand, nothing left to compensate.
 const std::string resolve_sql =
     "UPDATE dead_letter_events SET status = 'PROCESSED', revert_error = $2, resolved_at = now(), "
     "next_retry_at = NULL, status_changed_at = now() WHERE id = $1 AND status = 'FAILED' "
@@ -43,6 +62,9 @@ std::vector<statement> dead_letter_admin::statements() {
           {"dlq_admin_find", find_sql},
           {"dlq_admin_attempts", attempts_sql},
           {"dlq_admin_redrive", redrive_sql},
+          {"dlq_admin_failing_step", failing_step_sql},
+          {"dlq_admin_settle_step", settle_step_sql},
+          {"dlq_admin_resume", resume_sql},
           {"dlq_admin_resolve", resolve_sql}};
 }
 
@@ -80,8 +102,19 @@ domain::redrive_outcome dead_letter_admin::redrive(std::int64_t id) {
 
 domain::redrive_outcome dead_letter_admin::resolve(std::int64_t id, const std::string& reason) {
   return change_failed(
-      id, [&](pqxx::work& tx) { return tx.exec_prepared("dlq_admin_resolve", id, reason); },
+      id,
+      [&](pqxx::work& tx) {
+        // The step that failed is settled by the operator; the other applied steps are still
+        // reverted, by the dead-letter processor, as after a redrive.
+        if (auto failing = tx.exec_prepared("dlq_admin_failing_step", id); !failing.empty()) {
+          tx.exec_prepared("dlq_admin_settle_step", failing[0][0].as<std::int64_t>(), reason);
+          return tx.exec_prepared("dlq_admin_resume", id, reason);
+        }
+        return tx.exec_prepared("dlq_admin_resolve", id, reason);
+      },
       [&](pqxx::work& tx, const domain::dead_letter_record& d) {
+        if (d.status != "PROCESSED") // resumed: the compensation moves the order when it ends
+          return;
         // A failed cancellation ends as a cancellation would have: CANCELLED; any other FAILED.
         const bool cancellation = d.event_type.rfind('!', 0) == 0;
         const auto type =

@@ -82,9 +82,10 @@ UNION ALL
   WHERE original_event_id = $1)
 LIMIT 1)sql";
 
+// Done: reverted, or skipped (a read-only step, or a step an operator settled by hand).
 constexpr const char* reverted_sql = R"sql(
 SELECT DISTINCT left(destination, -7) FROM aggregate_results
- WHERE event_id = $1 AND outcome = 'success' AND destination LIKE '%.revert')sql";
+ WHERE event_id = $1 AND outcome IN ('success', 'skipped') AND destination LIKE '%.revert')sql";
 
 // Both queues: an event and a dead letter held back by the same destination.
 constexpr const char* held_due_sql = R"sql(

@@ -360,7 +360,7 @@ function orderActions(o, t) {
         () => api('POST', `/api/dlq/${d.id}/retry`), `Dead letter #${d.id} redriven`));
       // A revert that can never succeed (undone by hand, refused for good): the operator says so.
       box.append(button(`Resolve DLQ #${d.id} by hand`, 'resolve', 'danger', async () => {
-        const reason = window.prompt(`Dead letter #${d.id}: what was done by hand? The order leaves ATTENTION.`);
+        const reason = window.prompt(`Dead letter #${d.id}: what was done by hand about the step that failed? The steps still applied before it are then reverted, and the order leaves ATTENTION.`);
         if (reason === null || reason.trim() === '') throw new Error('Not resolved: a reason is needed');
         await api('POST', `/api/dlq/${d.id}/resolve`, { body: { reason: reason.trim() } });
       }, `Dead letter #${d.id} resolved by hand`));

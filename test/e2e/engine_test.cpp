@@ -299,6 +299,37 @@ TEST_CASE("a compensation that fails for good needs attention, and a redrive fin
   check_consistent(p);
 }
 
+TEST_CASE("an operator resolves the revert that can never succeed; the other applied steps are "
+          "still reverted, and the order ends FAILED") {
+  auto conninfo = fresh_database("outboxd_e2e_resolve");
+  outboxd_process p("resolve", conninfo);
+  p.wait_ready();
+  p.knobs(R"({"billing.charge":{"failNext":1,"failureStatus":400},
+              "shipping.domestic.cancel":{"failureRate":1.0,"failureStatus":400}})");
+  p.create_order();
+  auto id = p.create_order();
+  CHECK(p.wait_status(id, "ATTENTION") == "ATTENTION");
+  auto t = p.timeline(id);
+  auto a = attempts(t);
+  CHECK(count(a, "shipping.revert:non_retryable") == 1);
+  CHECK(count(a, "inventory.revert:success") == 0); // newest first: it stopped at shipping
+  auto dlq_id = t.num("/deadLetters/0/id");
+  auto resolved = p.client().post("/api/dlq/" + std::to_string(dlq_id) + "/resolve",
+                                  R"({"reason":"shipment cancelled by phone"})");
+  CHECK(resolved.status == 200);
+  CHECK(resolved.str("/revertError") == "resolved by an operator: shipment cancelled by phone");
+  CHECK(p.wait_status(id, "FAILED") == "FAILED");
+  a = attempts(p.timeline(id));
+  CHECK(count(a, "shipping.revert:skipped") == 1);
+  CHECK(count(a, "fraudCheck.revert:skipped") == 1);
+  CHECK(count(a, "inventory.revert:success") == 1);
+  auto ledger = p.ledger(id);
+  auto reservations = ledger_entries(ledger, "inventory.reserve");
+  REQUIRE(reservations.size() == 1);
+  CHECK(std::string((*reservations[0])["state"].GetString()) == "reverted");
+  CHECK(query_value(conninfo, "SELECT status FROM dead_letter_events") == "PROCESSED");
+}
+
 TEST_CASE("a cancellation asked for during a compensation that then fails waits for the redrive "
           "instead of reverting around it") {
   outboxd_process p("attention-cancel", fresh_database("outboxd_e2e_attention_cancel"),

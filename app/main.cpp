@@ -68,6 +68,11 @@ int main(int argc, char** argv) {
       std::fputs(usage, stdout);
       return app::exit_ok;
     }
+    if ((a == "--config" || a.rfind("--config=", 0) == 0) && options.config_path) {
+      // One file: a second would silently replace the first (merge them into one instead).
+      fmt::print(stderr, "outboxd: --config is given more than once\n\n{}", usage);
+      return app::exit_usage;
+    }
     if ((a == "--config" || a == "--set") && i + 1 < args.size()) {
       (a == "--config" ? options.config_path.emplace() : options.set_overrides.emplace_back()) =
           std::string(args[++i]);

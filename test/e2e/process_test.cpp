@@ -93,6 +93,14 @@ TEST_CASE("an unknown argument is a usage error") {
   auto [code, out] = run_command({OUTBOXD_BINARY, "serve", "--frobnicate"});
   CHECK(code == 2);
   CHECK(contains(out, "--frobnicate"));
+  // One configuration file: a second one would silently replace the first.
+  for (const auto& twice : std::vector<std::vector<std::string>>{
+           {OUTBOXD_BINARY, "check-config", "--config", "/dev/null", "--config", "/dev/null"},
+           {OUTBOXD_BINARY, "check-config", "--config=/a.json", "--config", "/b.json"}}) {
+    auto [c, o] = run_command(twice);
+    CHECK(c == 2);
+    CHECK(contains(o, "--config is given more than once"));
+  }
 }
 
 TEST_CASE("migrate applies the schema to an empty database and exits 0") {

@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <httplib.h>
+#include <optional>
 #include <stdexcept>
 #include <string_view>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <vector>
 
 namespace outboxd::http {
 namespace {
@@ -47,6 +49,33 @@ void declare_empty_body(const httplib::Request& req) {
 /// body in memory (an 8 KB request made a 100 MB answer). Nothing served here is worth resuming.
 void serve_whole_bodies(const httplib::Request& req) {
   const_cast<httplib::Request&>(req).ranges.clear(); // as declare_empty_body
+}
+
+/// What is wrong with the query of `target`, if anything: a parameter given twice (which one
+/// counts would be a guess) or a raw '=' inside a value (the library would keep only what follows
+/// the last one, so `aggregateId=zzz=1` read as 1). Either is refused rather than read wrongly.
+std::optional<std::string> query_problem(std::string_view target) {
+  const auto at = target.find('?');
+  if (at == std::string_view::npos)
+    return std::nullopt;
+  auto query = target.substr(at + 1);
+  std::vector<std::string_view> names;
+  while (!query.empty()) {
+    const auto end = std::min(query.find('&'), query.size());
+    const auto param = query.substr(0, end);
+    query.remove_prefix(std::min(end + 1, query.size()));
+    if (param.empty())
+      continue;
+    const auto equals = param.find('=');
+    const auto name = param.substr(0, equals);
+    if (equals != std::string_view::npos && param.find('=', equals + 1) != std::string_view::npos)
+      return fmt::format("query parameter '{}': a '=' in its value must be written %3D",
+                         loggable(name));
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      return fmt::format("query parameter '{}' is given more than once", loggable(name));
+    names.push_back(name);
+  }
+  return std::nullopt;
 }
 
 /// Whether `path` is one `pattern` (a documented path, `{name}` for any one segment) names.
@@ -184,6 +213,10 @@ listener::listener(const conf::server_settings& settings, std::string component,
     if (on_request_)
       on_request_(req, res);
     answer_cors(req, res);
+    if (auto problem = query_problem(req.target)) {
+      render_error(res, error_kind::bad_request, *problem);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (req.method != "OPTIONS")
       return httplib::Server::HandlerResponse::Unhandled;
     // A CORS preflight: allowed origins got their headers above; any other gets none, so the

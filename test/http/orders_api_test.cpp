@@ -762,6 +762,21 @@ TEST_CASE_FIXTURE(server_fixture, "every listed route is served and only those")
         std::string::npos);
 }
 
+TEST_CASE_FIXTURE(server_fixture, "a query parameter given twice, or with a raw '=' in its value, "
+                                  "is refused rather than read wrongly") {
+  create();
+  auto twice = client->get("/api/orders?limit=5&limit=600");
+  CHECK(twice.status == 400);
+  CHECK(twice.str("/error/message") == "query parameter 'limit' is given more than once");
+  auto raw = client->get("/api/outbox/events?aggregateId=zzz=1");
+  CHECK(raw.status == 400);
+  CHECK(raw.str("/error/message").find("%3D") != std::string::npos);
+  auto encoded = client->get("/api/outbox/events?aggregateId=zzz%3D1");
+  CHECK(encoded.status == 200);
+  CHECK(encoded.body.find("\"aggregateId\":\"1\"") == std::string::npos); // not order 1's
+  CHECK(client->get("/api/orders?limit=5&&status=PENDING").status == 200);
+}
+
 TEST_CASE_FIXTURE(server_fixture, "an error quoting bytes that are not UTF-8 is still UTF-8 JSON") {
   for (const char* path :
        {"/%ff", "/api/orders/%ff", "/api/orders?status=%ff", "/api/orders?limit=%c0%af"}) {

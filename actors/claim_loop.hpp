@@ -266,7 +266,7 @@ private:
       f();
     } catch (const std::exception& e) {
       if (persistence::is_temporary_refusal(e)) {
-        log::warn(tag_, "the database refused for now, trying again later: {}", e.what());
+        ctx_->db->refused(tag_, e);
         back_off();
         return;
       }

@@ -54,7 +54,7 @@ template <class Job> void guarded(janitor* self, Job&& job) {
     job(*self->state.ctx->db);
   } catch (const std::exception& e) {
     if (persistence::is_temporary_refusal(e)) {
-      log::warn(tag, "the database refused for now, trying again next time: {}", e.what());
+      self->state.ctx->db->refused(tag, e);
       return;
     }
     if (!persistence::is_connection_loss(e))

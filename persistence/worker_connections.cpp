@@ -46,7 +46,9 @@ std::unique_ptr<worker_connections::session> worker_connections::take(const std:
     if (reported_)
       log::info(who, "database connection restored");
     reported_ = false;
-    backoff_ = first_backoff;
+    // A refused statement drops its session: the new one does not end the spell's waits.
+    if (!refusing(std::chrono::steady_clock::now()))
+      backoff_ = first_backoff;
     return s;
   } catch (const std::exception& e) {
     lock.lock();
@@ -55,11 +57,7 @@ std::unique_ptr<worker_connections::session> worker_connections::take(const std:
     if (!reported_)
       log::warn(who, "cannot connect to the database, retrying: {}", e.what());
     reported_ = true;
-    auto now = std::chrono::steady_clock::now();
-    if (now >= backoff_raised_ + backoff_) { // many workers failing at once raise it once
-      backoff_ = std::min(backoff_ * 2, max_backoff);
-      backoff_raised_ = now;
-    }
+    raise_backoff();
     throw;
   }
 }
@@ -126,6 +124,34 @@ int worker_connections::cancel_running() {
     log::warn("supervisor", "could not cancel the statements still running: {}", e.what());
   }
   return n;
+}
+
+void worker_connections::raise_backoff() {
+  auto now = std::chrono::steady_clock::now();
+  if (now >= backoff_raised_ + backoff_) { // many workers failing at once raise it once
+    backoff_ = std::min(backoff_ * 2, max_backoff);
+    backoff_raised_ = now;
+  }
+}
+
+bool worker_connections::refusing(std::chrono::steady_clock::time_point now) const {
+  return refused_at_ && now - *refused_at_ < 2 * max_backoff;
+}
+
+void worker_connections::refused(const std::string& who, const std::exception& why) {
+  std::lock_guard lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  if (refusing(now)) {
+    log::debug(who, "the database refused for now, trying again later: {}", why.what());
+  } else {
+    log::warn(who,
+              "the database refused for now, trying again with growing waits (up to {} s; the "
+              "refusals that follow are logged at debug): {}",
+              max_backoff.count() / 1000, why.what());
+    backoff_ = first_backoff;
+  }
+  refused_at_ = now;
+  raise_backoff();
 }
 
 std::chrono::milliseconds worker_connections::retry_in() const {

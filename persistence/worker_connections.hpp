@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <pqxx/pqxx>
 #include <string>
 #include <thread>
@@ -88,7 +89,13 @@ public:
   /// idle connections are dropped too (they most likely died with it).
   void lost(const std::string& who, const std::exception& why);
 
-  /// When a worker that could not reach the database tries again.
+  /// A statement of `who` the database refused for now (read-only, out of resources, cut
+  /// short): the first refusal of a spell is logged at WARN, the rest at debug, and the wait
+  /// before the workers' next try (retry_in) grows as after a failed connection. A spell ends
+  /// when no refusal came for a while (the longest wait, twice).
+  void refused(const std::string& who, const std::exception& why);
+
+  /// When a worker that could not reach the database, or was refused, tries again.
   std::chrono::milliseconds retry_in() const;
 
   /// Asks PostgreSQL to cancel the statements running on the borrowed connections (from a
@@ -110,9 +117,15 @@ private:
   int size_;
   int open_ = 0;
   int opened_ = 0; // connections opened so far, for their names
+  /// Raises backoff_, once per backoff period however many workers fail at once (under mutex_).
+  void raise_backoff();
+  /// Whether a spell of refusals is on at `now` (under mutex_).
+  bool refusing(std::chrono::steady_clock::time_point now) const;
+
   bool reported_ = false;
   std::chrono::milliseconds backoff_{250};
   std::chrono::steady_clock::time_point backoff_raised_;
+  std::optional<std::chrono::steady_clock::time_point> refused_at_; // the spell's last refusal
 };
 
 } // namespace outboxd::persistence

@@ -300,6 +300,12 @@ TEST_CASE("a read-only database gets 503s and a not-ready probe, the workers wai
   std::this_thread::sleep_for(3s); // claims, reaps and retention meet the read-only database
   CHECK_FALSE(contains(p.output(), "crashed"));
   CHECK_FALSE(contains(p.output(), "unhandled exception"));
+  // One warning for the spell, not one per worker per try (about twenty a second before).
+  std::size_t warnings = 0;
+  for (auto at = p.output().find("refused for now, trying again"); at != std::string::npos;
+       at = p.output().find("refused for now, trying again", at + 1))
+    ++warnings;
+  CHECK(warnings == 1);
 
   // Writable again, without a failover's reconnections: sessions opened while it was read-only
   // keep that default, so outboxd must open new ones.

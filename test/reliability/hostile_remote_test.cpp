@@ -128,10 +128,12 @@ struct hostile_fixture {
   hostile_fixture()
       : config(write_config()),
         p("hostile", fresh_database("outboxd_reliability_hostile"),
-          // Scripted runs of failures measure the backoff between retries: the circuit breaker
-          // (its own tests are in test/e2e/destination_gates_test.cpp) must not open on them.
+          // Scripted runs of failures measure the backoff between retries and spend the retries:
+          // the circuit breaker (its own tests are in test/e2e/destination_gates_test.cpp) must
+          // not open on them, since its probes spend none.
           {"--config", config, "--set", "outbox.maxRetries=6", "--set", "dlq.maxRetries=1", "--set",
-           "http.routes.inventory.circuitBreaker.enabled=false"}) {
+           "http.routes.inventory.circuitBreaker.enabled=false", "--set",
+           "http.routes.fraudCheck.circuitBreaker.enabled=false"}) {
     p.wait_up();
   }
   ~hostile_fixture() { ::unlink(config.c_str()); }

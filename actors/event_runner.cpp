@@ -616,6 +616,8 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt,
   if (step.not_made)
     co_return compensation_result::stopped(*step.not_made, *name);
   co_await record(step.row);
+  if (step.reopened) // a failed probe: held back with the others, as for any call
+    co_return compensation_result::stopped(not_called{std::move(step.reopened)}, *name);
   if (step.outcome != domain::attempt_outcome::retryable)
     co_return std::nullopt; // applied (now reverted with the rest) or refused for good
   compensation_result out;

@@ -220,9 +220,8 @@ TEST_CASE("a database with every migration applied is checked by reading alone: 
   CHECK(persistence::migrate(read_only).empty());
   // A migration still to apply needs the rights it needs: the refusal names them.
   CHECK_THROWS_WITH_AS(
-      persistence::migrate(dml_only,
-                           with({{9004, "9004_note.sql", "ALTER TABLE orders ADD COLUMN n TEXT;"}}),
-                           {}),
+      persistence::migrate(
+          dml_only, with({{9004, "9004_note.sql", "ALTER TABLE orders ADD COLUMN n TEXT;"}}), {}),
       doctest::Contains("permission denied"), pqxx::sql_error);
 }
 

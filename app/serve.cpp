@@ -231,9 +231,14 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
   else
     log::info("main", "outbox.enabled=false: taking orders, processing none");
   server.start();
-  log::info("main", "outboxd listening on http://{}:{} (web UI: http://{}:{}/)",
-            settings.server.host, port,
-            settings.server.host == "0.0.0.0" ? "127.0.0.1" : settings.server.host, port);
+  // An IPv6 address goes in brackets in a URL (http://[::1]:9000).
+  const auto& host = settings.server.host;
+  const auto url_host = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  log::info("main", "outboxd listening on http://{}:{} (web UI: http://{}:{}/)", url_host, port,
+            host == "0.0.0.0" ? "127.0.0.1"
+            : host == "::"    ? "[::1]"
+                              : url_host,
+            port);
 
   int sig = 0;
   sigwait(&signals, &sig);

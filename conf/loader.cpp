@@ -1821,7 +1821,7 @@ std::vector<std::string> start_up_warnings(const settings& s) {
         "database.statementTimeout ({}) is {} half of outbox.leaseTimeout ({}): a worker inside "
         "one statement that long holds up its other events, their leases can expire, and "
         "another worker then calls their partners again",
-        statements.count() == 0 ? "0, no bound," : ms_text(statements),
+        statements.count() == 0 ? "0: no bound" : ms_text(statements),
         statements.count() == 0 ? "not within" : "more than", ms_text(s.outbox.lease_timeout)));
   // A fan-out of an event type the order API never makes is for events the user's application
   // inserts itself, or a typo that leaves the built-in one in force.

@@ -94,8 +94,6 @@ void append_json_string(std::string& out, std::string_view s) {
 // separators, the bidirectional overrides) is written as an escape, so no text from outside (a
 // request's path, a partner's answer, a library's multi-line error) can start a line of its own.
 void append_text(std::string& out, std::string_view s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r'))
-    s.remove_suffix(1);
   auto suspect = [](char ch) {
     auto c = static_cast<unsigned char>(ch);
     return c < 0x20 || c == 0x7F || c == 0xC2 || c == 0xE2;
@@ -142,6 +140,9 @@ bool enabled(level l) {
 
 void write(level l, std::string_view actor, std::string_view message) {
   const bool json = out_format.load(std::memory_order_relaxed) == format::json;
+  // One line per record: the line break some texts end with (libpq's messages) is not part of it.
+  while (!message.empty() && (message.back() == '\n' || message.back() == '\r'))
+    message.remove_suffix(1);
   std::string line;
   if (json) {
     line = "{\"ts\":";

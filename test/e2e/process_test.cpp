@@ -141,6 +141,26 @@ TEST_CASE("serve takes orders over HTTP and stops cleanly on SIGTERM") {
   CHECK(contains(out, "order 1 created"));
 }
 
+TEST_CASE("an IPv6 address is written in brackets in the URL serve says it listens on") {
+  auto conninfo = fresh_database("outboxd_e2e_ipv6");
+  int port = free_port();
+  child_process p({OUTBOXD_BINARY, "serve", "--set", "server.host=::1"},
+                  {{"DATABASE_URL", conninfo}, {"OUTBOXD_SERVER_PORT", std::to_string(port)}},
+                  log_path("ipv6"));
+  const auto line = "listening on http://[::1]:" + std::to_string(port) +
+                    " (web UI: http://[::1]:" + std::to_string(port) + "/)";
+  const auto no_ipv6 = "cannot listen on ::1";
+  REQUIRE_MESSAGE(
+      wait_until([&] { return contains(p.output(), line) || contains(p.output(), no_ipv6); }, 20s),
+      p.output());
+  if (contains(p.output(), no_ipv6)) {
+    MESSAGE("this machine has no IPv6 loopback: the brackets are not checked");
+    return;
+  }
+  p.signal(SIGTERM);
+  CHECK(p.wait_exit(10s) == 0);
+}
+
 TEST_CASE("SIGHUP (a closed terminal) stops serve as cleanly as SIGTERM") {
   auto conninfo = fresh_database("outboxd_e2e_hangup");
   int port = free_port();

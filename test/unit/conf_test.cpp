@@ -956,7 +956,7 @@ TEST_CASE("a statement timeout over half the lease is a warning") {
                                  0) == 0);
   auto unbounded = start_up_warnings(loaded(load_with({"database.statementTimeout=0"})));
   REQUIRE(unbounded.size() == 1);
-  CHECK(unbounded[0].rfind("database.statementTimeout (0, no bound,) is not within half", 0) == 0);
+  CHECK(unbounded[0].rfind("database.statementTimeout (0: no bound) is not within half", 0) == 0);
 }
 
 TEST_CASE("a fan-out of a type the order API never makes is a warning, with the likely name") {
@@ -1152,13 +1152,14 @@ TEST_CASE("the effective configuration masks the database password, token and au
 }
 
 TEST_CASE("the effective configuration masks the credentials of route and revert URLs") {
-  auto r = load_with({"http.routes.crm.url=http://user:S3cretPass@127.0.0.1:1/crm?api_key=TOPSECRET",
-                      "http.routes.crm.revert.url=http://user:Undo9Pass@127.0.0.1:1/crm/{id}",
-                      "http.routes.crm.revert.method=DELETE",
-                      "http.routes.crm.revert.extract.id=response:$.id",
-                      R"(http.fanout.OrderCreated=["crm"])"});
+  auto r = load_with(
+      {"http.routes.crm.url=http://user:S3cretPass@127.0.0.1:1/crm?api_key=TOPSECRET",
+       "http.routes.crm.revert.url=http://user:Undo9Pass@127.0.0.1:1/crm/{id}",
+       "http.routes.crm.revert.method=DELETE", "http.routes.crm.revert.extract.id=response:$.id",
+       R"(http.fanout.OrderCreated=["crm"])"});
   const auto& text = r.effective_json;
-  CHECK(loaded(r).http.destinations.at("crm").routes.at(0).url.find("S3cretPass") != std::string::npos);
+  CHECK(loaded(r).http.destinations.at("crm").routes.at(0).url.find("S3cretPass") !=
+        std::string::npos);
   CHECK(text.find("http://user:***@127.0.0.1:1/crm?api_key=***") != std::string::npos);
   CHECK(text.find("http://user:***@127.0.0.1:1/crm/{id}") != std::string::npos);
   for (const char* secret : {"S3cretPass", "TOPSECRET", "Undo9Pass"})

@@ -14,25 +14,30 @@ using namespace outboxd;
 
 namespace {
 
-/// Sends stderr (where text lines go) to a file for the test's life; text() reads what arrived.
-class captured_stderr {
+/// Sends stderr (where text lines go), or stdout (JSON records), to a file for the test's life;
+/// text() reads what arrived.
+class captured_output {
 public:
-  captured_stderr() {
-    std::fflush(stderr);
-    saved_ = ::dup(2);
-    std::FILE* f = std::fopen(path_.c_str(), "w");
-    REQUIRE(f);
-    ::dup2(::fileno(f), 2);
-    std::fclose(f);
-    log::configure(log::level::info, log::format::text);
+  explicit captured_output(log::format f = log::format::text)
+      : fd_(f == log::format::json ? 1 : 2) {
+    flush();
+    saved_ = ::dup(fd_);
+    std::FILE* file = std::fopen(path_.c_str(), "w");
+    REQUIRE(file);
+    ::dup2(::fileno(file), fd_);
+    std::fclose(file);
+    log::configure(log::level::info, f);
   }
-  ~captured_stderr() {
-    std::fflush(stderr);
-    ::dup2(saved_, 2);
+  ~captured_output() {
+    flush();
+    ::dup2(saved_, fd_);
     ::close(saved_);
     std::remove(path_.c_str());
+    log::configure(log::level::info, log::format::text);
   }
+  void flush() const { std::fflush(fd_ == 1 ? stdout : stderr); }
   std::string text() const {
+    flush();
     std::ifstream in(path_);
     std::stringstream s;
     s << in.rdbuf();
@@ -40,6 +45,7 @@ public:
   }
 
 private:
+  int fd_;
   std::string path_ = "/tmp/outboxd-log-test-" + std::to_string(::getpid()) + ".txt";
   int saved_ = -1;
 };
@@ -54,13 +60,13 @@ std::size_t count(const std::string& text, const std::string& what) {
 } // namespace
 
 TEST_CASE("log: without a holder a line is written at once") {
-  captured_stderr err;
+  captured_output err;
   log::info("processor-1", "event {} processed", 7);
   CHECK(count(err.text(), "INFO  [processor-1] event 7 processed\n") == 1);
 }
 
 TEST_CASE("log: a text line stays one line whatever its message holds") {
-  captured_stderr err;
+  captured_output err;
   // a forged line in a request's path, a library's multi-line error, terminal controls
   log::info("http", "POST /api/orders/1\n2026-12-04T14:22:30.000Z ERROR [dlq-processor-1] forged");
   log::warn("db", "connection refused\n\tIs the server running?\n");
@@ -75,8 +81,14 @@ TEST_CASE("log: a text line stays one line whatever its message holds") {
         1);
 }
 
+TEST_CASE("log: a JSON record holds its message without the line break a library ended it with") {
+  captured_output out(log::format::json);
+  log::warn("db", "connection refused\n\tIs the server running?\n");
+  CHECK(count(out.text(), R"("msg":"connection refused\n\tIs the server running?"})") == 1);
+}
+
 TEST_CASE("log: a holder keeps its thread's lines until write_held or its end, in order") {
-  captured_stderr err;
+  captured_output err;
   {
     log::holder held;
     log::info("processor-1", "first");
@@ -103,7 +115,7 @@ TEST_CASE("log: a holder keeps its thread's lines until write_held or its end, i
 }
 
 TEST_CASE("log: a holder holds only its own thread's lines, and at most 32 KB of them") {
-  captured_stderr err;
+  captured_output err;
   log::holder held;
   std::thread other([] { log::info("janitor", "not held"); });
   other.join();

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <fmt/format.h>
 #include <optional>
 #include <pqxx/pqxx>
@@ -44,6 +45,14 @@ const char* signal_name(int sig) {
   return sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT";
 }
 
+/// Waits up to `timeout` for a shutdown signal (which must be blocked): the signal, or 0.
+int wait_for_signal(std::chrono::milliseconds timeout) {
+  auto set = shutdown_signals();
+  timespec ts{static_cast<time_t>(timeout.count() / 1000),
+              static_cast<long>((timeout.count() % 1000) * 1000000)};
+  return std::max(sigtimedwait(&set, nullptr, &ts), 0);
+}
+
 /// How much longer than outbox.shutdownTimeout a stop may take (the statements cancelled 2 s
 /// after it, the runs' grace, the HTTP server's last answers) before the process exits anyway.
 constexpr auto stop_margin = 5s;
@@ -53,7 +62,6 @@ constexpr auto stop_margin = 5s;
 /// on a second shutdown signal.
 void watch_the_stop(int first, std::chrono::milliseconds limit) {
   std::thread([first, limit] {
-    auto set = shutdown_signals();
     const auto deadline = std::chrono::steady_clock::now() + limit;
     for (;;) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -65,23 +73,13 @@ void watch_the_stop(int first, std::chrono::milliseconds limit) {
                    limit.count());
         std::_Exit(exit_failure);
       }
-      timespec ts{static_cast<time_t>(left.count() / 1000),
-                  static_cast<long>((left.count() % 1000) * 1000000)};
-      if (int again = sigtimedwait(&set, nullptr, &ts); again > 0) {
+      if (int again = wait_for_signal(left)) {
         log::warn("main", "received {} during the stop that {} began; exiting now",
                   signal_name(again), signal_name(first));
         std::_Exit(exit_failure);
       }
     }
   }).detach();
-}
-
-/// Waits up to `timeout` for SIGINT/SIGTERM (which must be blocked); true when one arrived.
-bool wait_for_signal(std::chrono::milliseconds timeout) {
-  auto set = shutdown_signals();
-  timespec ts{static_cast<time_t>(timeout.count() / 1000),
-              static_cast<long>((timeout.count() % 1000) * 1000000)};
-  return sigtimedwait(&set, nullptr, &ts) > 0;
 }
 
 /// Applies migrations, retrying an unreachable database until `startup_timeout`. Returns false
@@ -109,15 +107,21 @@ bool migrate_with_retry(const conf::settings& s) {
         log::info("migrate", "schema is at version {}", at);
       return true;
     } catch (const pqxx::broken_connection& e) {
-      if (std::chrono::steady_clock::now() + delay > deadline) {
-        log::error(
-            "migrate", "database unreachable, giving up after {}s: {}",
-            std::chrono::duration_cast<std::chrono::seconds>(s.database.startup_timeout).count(),
-            e.what());
+      // libpq says FATAL when a server answered and refused (a wrong password, a missing
+      // database or role, a server still starting): retried as well, since an init job may be
+      // creating them, but said as it is.
+      const char* what = std::strstr(e.what(), "FATAL:") ? "database refused the connection"
+                                                         : "database unreachable";
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        log::error("migrate", "{}, giving up after database.startupTimeout={}ms: {}", what,
+                   s.database.startup_timeout.count(), e.what());
         return false;
       }
-      log::warn("migrate", "database unreachable, retrying in {}ms: {}", delay.count(), e.what());
-      if (wait_for_signal(delay)) {
+      auto wait = std::min(delay, left);
+      log::warn("migrate", "{}, retrying in {}ms: {}", what, wait.count(), e.what());
+      if (wait_for_signal(wait)) {
         log::info("main", "stopped while waiting for the database");
         return false;
       }

@@ -260,8 +260,24 @@ std::optional<std::string> connection_string_problem(const std::string& url) {
   char* error = nullptr;
   PQconninfoOption* options = ::PQconninfoParse(url.c_str(), &error);
   if (options) {
+    // libpq reads these options' values only when it connects, where a bad one would be taken
+    // for an unreachable database and retried until startupTimeout.
+    static const std::pair<const char*, std::vector<std::string_view>> enumerated[] = {
+        {"sslmode", {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}},
+        {"gssencmode", {"disable", "prefer", "require"}},
+        {"channel_binding", {"disable", "prefer", "require"}},
+        {"target_session_attrs",
+         {"any", "read-write", "read-only", "primary", "standby", "prefer-standby"}},
+    };
+    std::optional<std::string> problem;
+    for (auto* o = options; o->keyword && !problem; ++o)
+      for (const auto& [keyword, values] : enumerated)
+        if (o->val && std::string_view(o->keyword) == keyword &&
+            std::find(values.begin(), values.end(), o->val) == values.end())
+          problem = fmt::format("invalid {} value \"{}\" (one of {})", keyword, o->val,
+                                fmt::join(values, ", "));
     ::PQconninfoFree(options);
-    return std::nullopt;
+    return problem;
   }
   std::string why = error ? error : "out of memory";
   ::PQfreemem(error);

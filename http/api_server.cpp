@@ -545,6 +545,7 @@ void api_server::install_routes() {
                     [this, &r](const httplib::Request& req, httplib::Response& res) {
                       r.handle(api_context{deps_, routing_}, req, res);
                     });
+  listener_.run_on_gate("GET", "/healthz"); // the liveness probe answers a constant
 }
 
 } // namespace outboxd::http

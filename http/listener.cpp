@@ -336,18 +336,28 @@ std::string listener::methods_on(std::string_view path) const {
   return out;
 }
 
+void listener::run_on_gate(std::string_view method, std::string_view path) {
+  auto named = std::find_if(routes_.begin(), routes_.end(), [&](const route_info& r) {
+    return r.method == method && r.path == path;
+  });
+  if (named == routes_.end())
+    throw std::logic_error(fmt::format("run_on_gate: no route {} {}", method, path));
+  gate_routes_.push_back(*named);
+}
+
 bool listener::runs_on_gate(std::string_view method, std::string_view target) const {
   // A simulated partner's handlers take microseconds and defer their waits (latency, a late
-  // answer, a key in flight), the UI's files are in memory, and the liveness probe answers a
-  // constant: the gate thread runs them itself, so that they are served even while every worker
-  // is busy. The route that serves the request is the first that matches, as in httplib's
-  // routing.
+  // answer, a key in flight), the UI's files are in memory, and the routes named by run_on_gate
+  // answer at once: the gate thread runs them itself, so that they are served even while every
+  // worker is busy. The route that serves the request is the first that matches, as in
+  // httplib's routing.
   auto path = target.substr(0, target.find('?'));
   auto serving = std::find_if(routes_.begin(), routes_.end(), [&](const route_info& r) {
     return r.method == method && path_matches(r.path, path);
   });
   return serving != routes_.end() &&
-         (serving->kind != route_kind::api || serving->path == "/healthz");
+         (serving->kind != route_kind::api ||
+          std::find(gate_routes_.begin(), gate_routes_.end(), *serving) != gate_routes_.end());
 }
 
 int listener::bind(int port) {

@@ -77,6 +77,11 @@ public:
   void route(std::string_view method, std::string path, route_kind kind, access needs,
              route_handler handle);
 
+  /// Has the connection gate thread run the route `method` `path` (registered before) itself, as
+  /// it runs the simulated partners' routes and the UI's files: for a handler that answers at
+  /// once without the database, so that it is served even while every worker is busy.
+  void run_on_gate(std::string_view method, std::string_view path);
+
   /// Every route registered so far, in registration order.
   std::vector<route_info> routes() const { return routes_; }
 
@@ -89,7 +94,7 @@ private:
   /// a request with another method gets 405 and these as its Allow header.
   std::string methods_on(std::string_view path) const;
   /// Whether the connection gate runs the request itself: a simulated partner's route, a UI file,
-  /// the liveness probe.
+  /// a route named by run_on_gate.
   bool runs_on_gate(std::string_view method, std::string_view target) const;
   /// The CORS headers a request from an allowed origin gets (with the preflight's for OPTIONS).
   void answer_cors(const httplib::Request& req, httplib::Response& res) const;
@@ -101,6 +106,7 @@ private:
   std::unique_ptr<connection_gate> gate_; // plain HTTP: the connections, until stop()
   std::function<void(const httplib::Request&, httplib::Response&)> on_request_;
   std::vector<route_info> routes_;
+  std::vector<route_info> gate_routes_; // named by run_on_gate
   std::thread thread_;
   int listen_fd_ = -1;
 };

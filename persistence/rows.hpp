@@ -4,6 +4,7 @@
 #include "domain/order.hpp"
 #include "domain/outbox.hpp"
 
+#include <fmt/format.h>
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
@@ -22,18 +23,19 @@ inline constexpr const char* event_columns =
 /// An attempt row as the API lists it: a body larger than domain::max_listed_body_bytes is left
 /// out (JSON) or cut to its start (text, bytes), and the last column says whether one was, so
 /// that a timeline of a thousand attempts with megabyte answers stays a few megabytes.
-inline constexpr const char* attempt_columns =
+inline const std::string attempt_columns = fmt::format(
     "id, event_id, aggregate_id, event_type, destination, fanout_order, attempt, endpoint_url, "
     "http_method, idempotency_key, "
-    "CASE WHEN octet_length(request_payload::text) <= 16384 THEN request_payload::text END, "
+    "CASE WHEN octet_length(request_payload::text) <= {0} THEN request_payload::text END, "
     "response_status, "
-    "CASE WHEN octet_length(response_payload::text) <= 16384 THEN response_payload::text END, "
-    "left(response_text, 16384), outcome, error_message, duration_ms, "
-    "outboxd_iso(published_at), substring(response_body FROM 1 FOR 16384), "
+    "CASE WHEN octet_length(response_payload::text) <= {0} THEN response_payload::text END, "
+    "left(response_text, {0}), outcome, error_message, duration_ms, "
+    "outboxd_iso(published_at), substring(response_body FROM 1 FOR {0}), "
     "response_content_type, response_truncated, aggregate_type, "
-    "coalesce(octet_length(request_payload::text) > 16384 OR "
-    "octet_length(response_payload::text) > 16384 OR octet_length(response_text) > 16384 OR "
-    "octet_length(response_body) > 16384, false)";
+    "coalesce(octet_length(request_payload::text) > {0} OR "
+    "octet_length(response_payload::text) > {0} OR octet_length(response_text) > {0} OR "
+    "octet_length(response_body) > {0}, false)",
+    domain::max_listed_body_bytes);
 inline constexpr const char* dead_letter_columns =
     "id, original_event_id, aggregate_id, event_type, payloads::text, reason, last_error, status, "
     "attempts, outboxd_iso(next_retry_at), revert_error, outboxd_iso(failed_at), "

@@ -12,6 +12,7 @@ server::server(const conf::server_settings& settings, simulator& sim, http::acce
                   [](const httplib::Request&, httplib::Response& res) {
                     res.set_content(R"({"status":"ok"})", "application/json");
                   });
+  listener_.run_on_gate("GET", "/healthz");
   sim_.install(listener_);
 }
 

@@ -246,6 +246,18 @@ TEST_CASE("serve gives up with exit 1 when the database stays unreachable") {
   CHECK(contains(out, "database unreachable"));
 }
 
+TEST_CASE("serve says the database refused it (a missing database), retries, and gives up") {
+  auto [code, out] =
+      run_command({OUTBOXD_BINARY, "serve", "--set", "database.startupTimeout=1500ms"},
+                  {{"DATABASE_URL", cluster_conninfo() + " dbname=outboxd_e2e_no_such_database"},
+                   {"OUTBOXD_SERVER_PORT", std::to_string(free_port())}});
+  CHECK(code == 1);
+  CHECK(contains(out, "database refused the connection, retrying in"));
+  CHECK(contains(out, "giving up after database.startupTimeout=1500ms"));
+  CHECK(contains(out, "outboxd_e2e_no_such_database\" does not exist"));
+  CHECK_FALSE(contains(out, "database unreachable"));
+}
+
 TEST_CASE("log.format=json writes one JSON object per line, tagged with the actor") {
   auto conninfo = fresh_database("outboxd_e2e_json_log");
   int port = free_port();

@@ -44,6 +44,7 @@ struct gate_fixture {
                   [](const httplib::Request&, httplib::Response& res) {
                     res.set_content(R"({"status":"ok"})", "application/json");
                   });
+    server->run_on_gate("GET", "/healthz");
     server->route("POST", "/echo", http::route_kind::api, http::access::open,
                   [](const httplib::Request& req, httplib::Response& res) {
                     res.set_content(req.body, "application/json");

@@ -686,7 +686,13 @@ TEST_CASE("a database URL libpq cannot read is a configuration error, its passwo
   CHECK(pairs.find("S3cr3t") == std::string::npos);
   CHECK(url_error("postgresql://u@db/outboxd?nosuch=1").find("invalid URI query parameter") !=
         std::string::npos);
+  CHECK(url_error("postgresql://u@db/outboxd?sslmode=bogus")
+            .find("libpq accepts: invalid sslmode value \"bogus\" (one of disable, allow, prefer, "
+                  "require, verify-ca, verify-full)") != std::string::npos);
+  CHECK(url_error("host=db target_session_attrs=writable")
+            .find("invalid target_session_attrs value \"writable\"") != std::string::npos);
   for (const char* good : {"postgresql://u:p@db:5432/outboxd?sslmode=require",
+                           "postgresql://db/outboxd?sslmode=verify-full&channel_binding=require",
                            "host=/tmp port=5432 dbname=outboxd", ""})
     CHECK(load_with({}, {{"DATABASE_URL", good}}).value.has_value());
 }

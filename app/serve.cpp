@@ -23,6 +23,7 @@
 #include <csignal>
 #include <cstring>
 #include <fmt/format.h>
+#include <mutex>
 #include <optional>
 #include <pqxx/pqxx>
 #include <thread>
@@ -186,7 +187,9 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
   persistence::outbox_admin outbox(pool);
   actors::engine engine(settings, hooks);
 
-  auto readiness = [&pool, &engine] {
+  std::mutex said_mutex; // what the log last said of readiness ("" before the first probe)
+  std::string said;
+  auto readiness = [&pool, &engine, &said_mutex, &said] {
     http::readiness_report report;
     try {
       auto [version, read_only] = pool.run([](pqxx::connection& c) {
@@ -214,6 +217,20 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
       report.checks.emplace_back("database", "unreachable");
     }
     report.checks.emplace_back("listener", engine.listening() ? "ok" : "not connected");
+    // The probes come every few seconds: the log says when the answer changes.
+    std::string now;
+    for (const auto& [name, state] : report.checks)
+      if (state != "ok")
+        now += fmt::format("{}{}: {}", now.empty() ? "" : ", ", name, state);
+    now = now.empty() ? "ok" : now;
+    std::lock_guard lock(said_mutex);
+    if (said.empty() && now != "ok")
+      log::info("http", "not ready yet: {}", now);
+    else if (!said.empty() && now != said && now == "ok")
+      log::info("http", "ready again (was {})", said);
+    else if (!said.empty() && now != said)
+      log::warn("http", "not ready: {}", now);
+    said = now;
     return report;
   };
 

@@ -501,7 +501,10 @@ api_server::api_server(const conf::server_settings& settings, access_policy poli
     // A simulated partner's calls are the engine's own calls, logged by the processor that made
     // them; reads change nothing.
     bool quiet = req.method == "GET" || route.kind == route_kind::simulated_service;
-    auto level = quiet && res.status < 500 ? log::level::debug : log::level::info;
+    // A read's 503 (the database unavailable, a failed readiness probe) was said at WARN when
+    // the state began; the probes and pages that repeat it are not news.
+    auto level = quiet && (res.status < 500 || res.status == 503) ? log::level::debug
+                                                                  : log::level::info;
     if (!log::enabled(level))
       return;
     auto took = started == std::chrono::steady_clock::time_point{}
@@ -509,9 +512,13 @@ api_server::api_server(const conf::server_settings& settings, access_policy poli
                     : fmt::format("{:.1f}ms", std::chrono::duration<double, std::milli>(
                                                   std::chrono::steady_clock::now() - started)
                                                   .count());
-    log::write(
-        level, "http",
-        fmt::format("{} {} {} {}", loggable(req.method), loggable(req.path), res.status, took));
+    // A refusal says why (its start: a message quotes what the client sent), so that the
+    // operator need not ask the client.
+    auto why = route.problem.empty() ? std::string()
+                                     : ": " + domain::readable_text(route.problem, 300);
+    log::write(level, "http",
+               fmt::format("{} {} {} {}{}", loggable(req.method), loggable(req.path), res.status,
+                           took, why));
   });
   install_routes();
 }

@@ -22,8 +22,11 @@ namespace {
 
 constexpr int listen_backlog = 1024;
 
+thread_local matched_route last_route;
+
 void render_error(httplib::Response& res, error_kind kind, const std::string& message,
                   const domain::field_errors& details = {}, const std::string& request_id = {}) {
+  last_route.problem = message;
   res.status = status_of(kind);
   res.set_content(error_body(kind, message, details, request_id), "application/json");
 }
@@ -141,8 +144,6 @@ std::unique_ptr<httplib::Server> make_server(const conf::server_settings& settin
         tls.client_ca_file.empty() ? "" : " (or the client CA " + tls.client_ca_file + ")"));
   return server;
 }
-
-thread_local matched_route last_route;
 
 bool changes_state(const std::string& method) {
   return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
@@ -296,7 +297,7 @@ void listener::route(std::string_view method, std::string path, route_kind kind,
   // even whether an id exists) and a forged request changes nothing.
   auto handle = [this, needs, kind, run = std::move(route_handle),
                  route_template = path](const httplib::Request& req, httplib::Response& res) {
-    last_route = {route_template, kind};
+    last_route = {route_template, kind, {}};
     // Answers are of the moment and may hold customers' data: no cache keeps them (the web UI's
     // files say their own policy).
     if (kind != route_kind::static_file)

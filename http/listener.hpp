@@ -115,10 +115,12 @@ private:
 /// bytes beyond ASCII percent-encoded, so that the path cannot fake the line's other fields.
 std::string loggable(std::string_view text);
 
-/// The route a request was handed to: its template ("/api/orders/{id}") and kind.
+/// The route a request was handed to: its template ("/api/orders/{id}") and kind, and the
+/// message of the error it was answered with.
 struct matched_route {
   std::string path; // empty when the request reached no route
   route_kind kind = route_kind::api;
+  std::string problem; // empty unless the answer is an error
 };
 
 /// For the request logger: the route the calling thread's last request was handed to; the call

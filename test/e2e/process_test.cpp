@@ -274,9 +274,14 @@ TEST_CASE("log.format=json writes one JSON object per line, tagged with the acto
   client.post("/api/orders", R"({"customerId":"C-1","totalAmount":5,"shippingType":"domestic"})");
   REQUIRE(wait_until(
       [&] { return client.get("/api/orders/1").str("/order/status") == "CONFIRMED"; }, 20s));
+  CHECK(client.post("/api/orders", R"({"customerId":"C-1","totalAmount":5,"shippingType":"x"})")
+            .status == 422);
   p.signal(SIGTERM);
   CHECK(p.wait_exit(10s) == 0);
   auto out = p.output();
+  // The refusal's line says why.
+  CHECK(contains(out, "POST /api/orders 422 "));
+  CHECK(contains(out, "shippingType"));
   CHECK_FALSE(contains(out, "hidden-token"));
   CHECK_FALSE(contains(out, "wrong-hidden-guess"));
   std::istringstream lines(out);
@@ -329,6 +334,7 @@ TEST_CASE("a read-only database gets 503s and a not-ready probe, the workers wai
   auto ready = p.client().get("/readyz");
   CHECK(ready.status == 503);
   CHECK(ready.body.find("read-only") != std::string::npos);
+  CHECK(contains(p.output(), "not ready: database: read-only")); // once, with the change
   std::this_thread::sleep_for(3s); // claims, reaps and retention meet the read-only database
   CHECK_FALSE(contains(p.output(), "crashed"));
   CHECK_FALSE(contains(p.output(), "unhandled exception"));
@@ -343,6 +349,7 @@ TEST_CASE("a read-only database gets 503s and a not-ready probe, the workers wai
   // keep that default, so outboxd must open new ones.
   admin("ALTER DATABASE outboxd_e2e_read_only RESET default_transaction_read_only");
   p.wait_up();
+  CHECK(contains(p.output(), "ready again (was database: read-only"));
   auto again = p.create_order();
   CHECK(p.wait_status(again, "CONFIRMED") == "CONFIRMED");
 }

@@ -218,6 +218,16 @@ listener::listener(const conf::server_settings& settings, std::string component,
       render_error(res, error_kind::bad_request, *problem);
       return httplib::Server::HandlerResponse::Handled;
     }
+    // HTTP/1.1 requires exactly one Host (RFC 9112 section 3.2): two could be read differently by
+    // a proxy in front and by the checks here. (The connection gate refuses two already; TLS
+    // connections do not pass it.)
+    if (auto hosts = req.get_header_value_count("Host");
+        hosts > 1 || (hosts == 0 && req.version == "HTTP/1.1")) {
+      render_error(res, error_kind::bad_request,
+                   hosts > 1 ? "the Host header is given more than once"
+                             : "an HTTP/1.1 request must send a Host header");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (req.method != "OPTIONS")
       return httplib::Server::HandlerResponse::Unhandled;
     // A CORS preflight: allowed origins got their headers above; any other gets none, so the

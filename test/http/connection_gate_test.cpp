@@ -360,6 +360,28 @@ TEST_CASE("a request that cannot be read gets 400 and ends its connection: nothi
   l.stop();
 }
 
+TEST_CASE("an HTTP/1.1 request without one Host header is refused with 400; HTTP/1.0 needs none") {
+  gate_fixture f(2);
+  for (const char* path : {"/healthz", "/echo"}) { // run on the gate thread, and by a worker
+    CAPTURE(path);
+    const std::string method = std::string(path) == "/echo" ? "POST " : "GET ";
+    const std::string body = method == "POST " ? "Content-Length: 2\r\nContent-Type: "
+                                                 "application/json\r\n\r\n{}"
+                                               : "\r\n";
+    raw_connection missing(f.port);
+    missing.send(method + path + " HTTP/1.1\r\n" + body);
+    auto refused = missing.read_response(answered);
+    CHECK(refused.status == 400);
+    CHECK(refused.body.find("must send a Host header") != std::string::npos);
+    raw_connection twice(f.port);
+    twice.send(method + path + " HTTP/1.1\r\nHost: a\r\nHost: b\r\n" + body);
+    CHECK(twice.read_response(answered).status == 400); // by the gate's framing over plain TCP
+    raw_connection old(f.port);
+    old.send(method + path + " HTTP/1.0\r\n" + body);
+    CHECK(old.read_response(answered).status == 200);
+  }
+}
+
 TEST_CASE("pipelined requests, Expect: 100-continue and chunked bodies are served") {
   gate_fixture f(2);
   raw_connection c(f.port);

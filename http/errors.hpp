@@ -15,8 +15,9 @@ namespace outboxd::http {
   X(bad_request, 400)             X(malformed_json, 400)          X(unauthorized, 401)       \
   X(forbidden, 403)               X(not_found, 404)               X(method_not_allowed, 405) \
   X(request_timeout, 408)         X(invalid_transition, 409)                                 \
-  X(payload_too_large, 413)       X(unsupported_media_type, 415)  X(validation_failed, 422)  \
-  X(idempotency_key_reused, 422)  X(request_headers_too_large, 431)                          \
+  X(payload_too_large, 413)       X(uri_too_long, 414)            X(unsupported_media_type, 415) \
+  X(validation_failed, 422)       X(idempotency_key_reused, 422)                                 \
+  X(request_headers_too_large, 431)                                                              \
   X(internal, 500)                X(unavailable, 503)
 // clang-format on
 

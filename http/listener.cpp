@@ -28,6 +28,9 @@ void render_error(httplib::Response& res, error_kind kind, const std::string& me
                   const domain::field_errors& details = {}, const std::string& request_id = {}) {
   last_route.problem = message;
   res.status = status_of(kind);
+  // A request the library refused before routing got none of the pre-routing's headers.
+  if (!res.has_header("X-Content-Type-Options"))
+    res.set_header("X-Content-Type-Options", "nosniff");
   res.set_content(error_body(kind, message, details, request_id), "application/json");
 }
 
@@ -284,6 +287,11 @@ listener::listener(const conf::server_settings& settings, std::string component,
           }
         } else if (res.status == 400) {
           render_error(res, error_kind::bad_request, "malformed HTTP request");
+          close_after_answer();
+        } else if (res.status == 414) {
+          render_error(res, error_kind::uri_too_long,
+                       fmt::format("the request line is longer than {} bytes",
+                                   CPPHTTPLIB_REQUEST_URI_MAX_LENGTH));
           close_after_answer();
         } else
           return httplib::Server::HandlerResponse::Unhandled;

@@ -382,6 +382,18 @@ TEST_CASE("an HTTP/1.1 request without one Host header is refused with 400; HTTP
   }
 }
 
+TEST_CASE("a request line beyond the library's limit gets a JSON 414 with the usual headers") {
+  gate_fixture f(2);
+  raw_connection c(f.port);
+  c.send(f.get("/healthz?pad=" + std::string(9000, 'a')));
+  auto refused = c.read_response(answered);
+  CHECK(refused.status == 414);
+  CHECK(refused.body.find(R"("code":"uri_too_long")") != std::string::npos);
+  CHECK(refused.body.find("the request line is longer than 8192 bytes") != std::string::npos);
+  CHECK(refused.head.find("X-Content-Type-Options: nosniff") != std::string::npos);
+  CHECK(c.closed_within(answered));
+}
+
 TEST_CASE("pipelined requests, Expect: 100-continue and chunked bodies are served") {
   gate_fixture f(2);
   raw_connection c(f.port);

@@ -2,6 +2,7 @@
 // the in-process simulator and the consistency route wired as serve wires them. Every documented
 // operation is called, successes and the main errors, and every answer must fit the document.
 #include "http/api_server.hpp"
+#include "http/errors.hpp"
 #include "persistence/audit_repository.hpp"
 #include "persistence/connection_pool.hpp"
 #include "persistence/dead_letter_admin.hpp"
@@ -15,7 +16,10 @@
 #include "test/support/test_db.hpp"
 
 #include <doctest/doctest.h>
+#include <fstream>
 #include <pqxx/pqxx>
+#include <rapidjson/document.h>
+#include <rapidjson/pointer.h>
 #include <set>
 
 using namespace outboxd;
@@ -188,6 +192,23 @@ TEST_CASE("the OpenAPI document lists the server's operations") {
   auto listed = openapi_operations();
   CHECK(std::set<openapi_operation>(listed.begin(), listed.end()) == expected);
   CHECK(listed.size() == expected.size());
+}
+
+TEST_CASE("the Error schema lists every error code the server answers with") {
+  std::ifstream file(std::string(OUTBOXD_SOURCE_DIR) + "/docs/openapi.json");
+  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  rapidjson::Document d;
+  d.Parse(text.c_str());
+  const auto* listed =
+      rapidjson::Pointer("/components/schemas/Error/properties/error/properties/code/enum").Get(d);
+  REQUIRE(listed != nullptr);
+  std::set<std::string> documented;
+  for (const auto& code : listed->GetArray())
+    documented.insert(code.GetString());
+#define OUTBOXD_ERROR_CODE(name, status) #name,
+  const std::set<std::string> answered = {OUTBOXD_API_ERROR_KINDS(OUTBOXD_ERROR_CODE)};
+#undef OUTBOXD_ERROR_CODE
+  CHECK(documented == answered);
 }
 
 TEST_CASE("validate_response reports what breaks the schema, so the answers test cannot pass "

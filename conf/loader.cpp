@@ -1629,13 +1629,16 @@ private:
         s.base_url = string_of(*b);
     }
     if (const Value* seed = o.get("seed")) {
+      // Written as a number with a fraction or an exponent, a seed is taken only where doubles
+      // hold every integer (2^53): 1e30 would be some other seed than the one asked for.
       auto i = integer_of(*seed);
       if (seed->IsUint64())
         s.seed = seed->GetUint64();
-      else if (i && *i >= 0)
+      else if (i && *i >= 0 && *i < (std::int64_t{1} << 53))
         s.seed = static_cast<std::uint64_t>(*i);
       else
-        fail(fmt::format("{} must be a non-negative integer, got {}", o.path("seed"), show(*seed)));
+        fail(fmt::format("{} must be an integer between 0 and 18446744073709551615, got {}",
+                         o.path("seed"), show(*seed)));
     }
     if (const Value* services = o.get("services"))
       if (auto sv = object(*services, o.path("services")))

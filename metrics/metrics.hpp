@@ -91,7 +91,8 @@ struct registry {
       {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120}};
   histogram intake_batch_orders{
       "outboxd_intake_batch_orders",
-      "New orders per batch written together (creates that arrive together share a transaction).",
+      "New orders per batch written together (creates that arrive together share a transaction; "
+      "a batch one bad order failed is written again as batches of one).",
       {1, 2, 4, 8, 16, 32, 64}};
   counter compensations{"outboxd_compensations_total",
                         "Compensations finished, by kind (dead_letter, cancellation) and outcome."};

@@ -121,13 +121,9 @@ std::vector<statement> order_repository::statements() {
 
 order_repository::order_repository(connection_pool& pool, intake_notifier* notifier,
                                    std::function<void(std::size_t orders)> on_batch)
-    : pool_(pool), notifier_(notifier),
+    : pool_(pool), notifier_(notifier), on_batch_(std::move(on_batch)),
       creates_(intake_writers, max_intake_batch, intake_overlap_after,
-               [this, on_batch = std::move(on_batch)](std::span<create_batch::entry*> batch) {
-                 if (on_batch)
-                   on_batch(batch.size());
-                 write_creates(batch);
-               }) {}
+               [this](std::span<create_batch::entry*> batch) { write_creates(batch); }) {}
 
 domain::create_outcome order_repository::create(const domain::new_order& request,
                                                 const std::optional<std::string>& request_key) {
@@ -154,6 +150,8 @@ void order_repository::write_creates(std::span<create_batch::entry*> batch) {
     for (std::size_t i = 0; i < batch.size(); ++i)
       batch[i]->result = std::move(written->outcomes[i]);
     announce(written->last_event_id);
+    if (on_batch_)
+      on_batch_(batch.size());
     return;
   }
   for (auto* e : batch) {

@@ -25,7 +25,8 @@ public:
 
   /// With a `notifier`, the pool's sessions must run intake_notifier::session_setup: the
   /// repository then announces its events through the notifier instead of the insert trigger.
-  /// `on_batch` learns the size of each batch of creates about to be written.
+  /// `on_batch` learns the size of each batch of creates written (a batch that one bad order
+  /// failed is written again an order at a time: those count as batches of one).
   explicit order_repository(connection_pool& pool, intake_notifier* notifier = nullptr,
                             std::function<void(std::size_t orders)> on_batch = {});
 
@@ -66,6 +67,7 @@ private:
 
   connection_pool& pool_;
   intake_notifier* notifier_;
+  std::function<void(std::size_t orders)> on_batch_;
   create_batch creates_;
 };
 

@@ -993,8 +993,12 @@ TEST_CASE("a condition on a previous destination needs it earlier in the fan-out
 TEST_CASE("simulator settings are checked") {
   CHECK_ERROR(load_file(R"({"simulator": {"enabled": "yes"}})"),
               "simulator.enabled must be true or false, got \"yes\"");
-  CHECK_SET_ERROR("simulator.seed=-1", "simulator.seed must be a non-negative integer, got -1");
-  CHECK_SET_ERROR("simulator.seed=1.5", "simulator.seed must be a non-negative integer, got 1.5");
+  CHECK_SET_ERROR("simulator.seed=-1",
+                  "simulator.seed must be an integer between 0 and 18446744073709551615, got -1");
+  CHECK_SET_ERROR("simulator.seed=1.5", "simulator.seed must be an integer between 0 and");
+  CHECK_SET_ERROR("simulator.seed=1e30", "simulator.seed must be an integer between 0 and");
+  CHECK_SET_ERROR("simulator.seed=18446744073709551616", "simulator.seed must be an integer");
+  CHECK(loaded(load_with({"simulator.seed=1e3"})).simulator.seed == 1000);
   CHECK_SET_ERROR("simulator.services=[]", "simulator.services must be an object, got []");
   CHECK_SET_ERROR("simulator.services.billing.chrage={}", "unknown key simulator.services.billing");
   CHECK_ERROR(load_file(R"({"simulator": {"services": {"billing.chrage": {}}}})"),

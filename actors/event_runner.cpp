@@ -673,7 +673,7 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
     auto dest = s.http.destinations.find(step.destination);
     const domain::route* route = dest == s.http.destinations.end()
                                      ? nullptr
-                                     : domain::route_for_url(dest->second, step.endpoint_url);
+                                     : domain::route_to_revert(dest->second, step.endpoint_url);
     if (!route) {
       row.endpoint_url = step.endpoint_url;
       row.http_method = "-";

@@ -245,11 +245,26 @@ const route* route_for_url(const destination& d, std::string_view called_url) {
   return found;
 }
 
+const route* route_to_revert(const destination& d, std::string_view called_url) {
+  if (const route* found = route_for_url(d, called_url))
+    return found;
+  if (d.routes.empty())
+    return nullptr;
+  for (const auto& r : d.routes)
+    if (!same_revert(r, d.routes.front()))
+      return nullptr;
+  return &d.routes.front();
+}
+
 std::string route_miss(const destination& d, std::string_view called_url) {
   std::vector<std::size_t> matching;
   for (std::size_t i = 0; i < d.routes.size(); ++i)
     if (called_by(d.routes[i].url, called_url))
       matching.push_back(i);
+  if (matching.empty() && !d.routes.empty())
+    return fmt::format("cannot tell which configured route called {}: no route of {} has that URL "
+                       "now (changed since the call?) and its routes revert differently",
+                       called_url, d.name);
   if (matching.size() < 2)
     return fmt::format("cannot tell which configured route called {}", called_url);
   return fmt::format("cannot tell which configured route called {}: routes {} of {} match it and "

@@ -21,7 +21,12 @@ namespace outboxd::domain {
 /// route_miss for why).
 const route* route_for_url(const destination& d, std::string_view called_url);
 
-/// Why route_for_url found no route for `called_url`.
+/// The route whose revert undoes the call of `d` to `called_url`: route_for_url's, or, when no
+/// route has that URL any more (the destination's configuration changed since the call) but all
+/// of them revert alike, the first. nullptr when it cannot tell (see route_miss).
+const route* route_to_revert(const destination& d, std::string_view called_url);
+
+/// Why route_to_revert found no route for `called_url`.
 std::string route_miss(const destination& d, std::string_view called_url);
 
 /// Whether two routes undo a call alike (both read-only, or the same revert template).

@@ -122,6 +122,26 @@ TEST_CASE("a destination with one url finds that route for its own URL") {
   CHECK(route_for_url(inventory, url("/api/inventory/release")) == nullptr);
 }
 
+TEST_CASE("a call to a URL the configuration no longer has is reverted by the destination's "
+          "revert when all its routes revert alike") {
+  auto s = shipped();
+  // The partner moved: calls made before still revert, with the revert configured now.
+  const auto& inventory = shipped_destination(s, "inventory");
+  CHECK(route_to_revert(inventory, "http://old-host:8080/api/inventory/reserve") ==
+        &inventory.routes[0]);
+  const auto& notifications = shipped_destination(s, "notifications"); // all read-only
+  CHECK(route_to_revert(notifications, "http://old-host/notify") == &notifications.routes[0]);
+  // Routes that revert differently are not guessed between.
+  const auto& shipping = shipped_destination(s, "shipping");
+  CHECK(route_to_revert(shipping, url("/api/international-shipping")) == &shipping.routes[1]);
+  CHECK(route_to_revert(shipping, "http://old-host/api/domestic-shipping") == nullptr);
+  CHECK(route_miss(shipping, "http://old-host/api/domestic-shipping") ==
+        "cannot tell which configured route called http://old-host/api/domestic-shipping: no "
+        "route of shipping has that URL now (changed since the call?) and its routes revert "
+        "differently");
+  CHECK(route_to_revert(with_urls({}), "http://h/a") == nullptr);
+}
+
 TEST_CASE("the shipped shipping and billing routes are told apart by the called URL") {
   auto s = shipped();
   const auto& shipping = shipped_destination(s, "shipping");
@@ -203,7 +223,8 @@ TEST_CASE("routes that match one URL and revert differently are not guessed betw
   CHECK(route_for_url(d, "http://h/ship/express") == nullptr);
   CHECK(route_for_url(d, "http://h/ship/42") == &d.routes[2]); // only one matches
   CHECK(route_miss(d, "http://h/other") ==
-        "cannot tell which configured route called http://h/other");
+        "cannot tell which configured route called http://h/other: no route of test has that URL "
+        "now (changed since the call?) and its routes revert differently");
   // Alike reverts (here the same template) leave nothing to tell apart: the first one serves.
   d.routes[1].revert = usd;
   CHECK(route_for_url(d, "http://h/pay") == &d.routes[0]);

@@ -17,10 +17,8 @@ const std::string list_sql = "SELECT "s + dead_letter_columns +
 const std::string find_sql =
     "SELECT "s + dead_letter_columns + " FROM dead_letter_events WHERE id = $1";
 // The newest max_timeline_attempts + 1 (the one more tells that there are more).
-const std::string attempts_sql = fmt::format(
-    "SELECT * FROM (SELECT {} FROM aggregate_results WHERE event_id = $1 ORDER BY id DESC LIMIT "
-    "{}) newest ORDER BY id",
-    attempt_columns, domain::max_timeline_attempts + 1);
+const std::string attempts_sql = listed_attempts_sql("dead_letter_events", "original_event_id",
+                                                     domain::max_timeline_attempts + 1);
 // Only a FAILED dead letter goes back: a PENDING or PROCESSING one is still being worked on,
 // and a PROCESSED one is done.
 const std::string redrive_sql =
@@ -30,11 +28,14 @@ const std::string redrive_sql =
     "RETURNING "s +
     dead_letter_columns;
 // An operator's resolution of the step that failed (a revert, or the re-send that was to settle a
-// step): the newest unsuccessful row of the dead letter's event, if any.
+// step): the newest unsuccessful row of the event the dead letter compensates (its own, or for a
+// failed cancellation the event it cancels, as the engine picks it), if any.
 const std::string failing_step_sql =
-    "SELECT r.id FROM dead_letter_events d JOIN aggregate_results r ON r.event_id = "
-    "d.original_event_id WHERE d.id = $1 AND d.status = 'FAILED' AND r.outcome IN ('retryable', "
-    "'non_retryable') ORDER BY r.id DESC LIMIT 1";
+    "SELECT r.id FROM dead_letter_events d JOIN aggregate_results r ON r.event_id = CASE WHEN "
+    "left(d.event_type, 1) = '!' THEN "s +
+    latest_event_sql("d.aggregate_type", "d.aggregate_id", "substr(d.event_type, 2)") +
+    " ELSE d.original_event_id END WHERE d.id = $1 AND d.status = 'FAILED' AND r.outcome IN "
+    "('retryable', 'non_retryable') ORDER BY r.id DESC LIMIT 1";
 // ... is recorded as that step's revert, skipped (the compensation counts it as done) ...
 const std::string settle_step_sql =
     "INSERT INTO aggregate_results (event_id, aggregate_type, aggregate_id, event_type, "
@@ -89,7 +90,7 @@ dead_letter_admin::find(std::int64_t id) {
     if (rows.empty())
       return std::nullopt;
     found out{to_dead_letter(rows[0]), {}};
-    for (const auto& r : tx.exec_prepared("dlq_admin_attempts", out.first.original_event_id))
+    for (const auto& r : tx.exec_prepared("dlq_admin_attempts", id))
       out.second.push_back(to_attempt(r));
     return out;
   });

@@ -125,10 +125,8 @@ const std::string type_window_end_sql = fmt::format(
     type_window);
 const std::string event_sql = "SELECT "s + event_columns + " FROM outbox_events WHERE id = $1";
 // The newest max_timeline_attempts + 1 (the one more tells that there are more).
-const std::string event_attempts_sql = fmt::format(
-    "SELECT * FROM (SELECT {} FROM aggregate_results WHERE event_id = $1 ORDER BY id DESC LIMIT "
-    "{}) newest ORDER BY id",
-    attempt_columns, domain::max_timeline_attempts + 1);
+const std::string event_attempts_sql =
+    listed_attempts_sql("outbox_events", "id", domain::max_timeline_attempts + 1);
 
 } // namespace
 

@@ -173,13 +173,7 @@ constexpr const char* next_due_sql = R"sql(
 SELECT ceil(extract(epoch FROM min(next_retry_at) - now()) * 1000)::bigint
   FROM outbox_events WHERE status = 'PENDING' AND next_retry_at > now())sql";
 
-constexpr const char* latest_event_sql = R"sql(
-SELECT coalesce(
-  (SELECT max(id) FROM outbox_events
-    WHERE aggregate_type = $1 AND aggregate_id = $2 AND event_type = $3),
-  (SELECT max(event_id) FROM aggregate_results
-    WHERE aggregate_id = $2 AND aggregate_type = $1 AND event_type = $3
-      AND destination NOT LIKE '%.revert')))sql";
+const std::string latest_event = "SELECT " + latest_event_sql("$1", "$2", "$3");
 
 /// The attempt rows' INSERT with `rows` rows of 19 values each, bound to parameters $first,
 /// $first+1, ... row after row.
@@ -270,7 +264,7 @@ outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks
                          async_commit)) {
   conn_.prepare("outbox_successes", successes_sql);
   conn_.prepare("outbox_reverted", reverted_sql);
-  conn_.prepare("outbox_latest_event", latest_event_sql);
+  conn_.prepare("outbox_latest_event", latest_event);
   conn_.prepare("outbox_extend", extend_sql);
   conn_.prepare("outbox_retry", retry_sql);
   conn_.prepare("outbox_postpone", postpone_sql);

@@ -97,4 +97,25 @@ domain::dead_letter_record to_dead_letter(const pqxx::row& r) {
   return d;
 }
 
+std::string latest_event_sql(std::string_view aggregate_type, std::string_view aggregate_id,
+                             std::string_view event_type) {
+  return fmt::format("coalesce((SELECT max(id) FROM outbox_events WHERE aggregate_type = {0} AND "
+                     "aggregate_id = {1} AND event_type = {2}), (SELECT max(event_id) FROM "
+                     "aggregate_results WHERE aggregate_id = {1} AND aggregate_type = {0} AND "
+                     "event_type = {2} AND destination NOT LIKE '%.revert'))",
+                     aggregate_type, aggregate_id, event_type);
+}
+
+std::string listed_attempts_sql(std::string_view table, std::string_view event_column, int limit) {
+  // Scalar subqueries, run once, so that the rows are found by the index on event_id.
+  auto cancelled =
+      latest_event_sql("o.aggregate_type", "o.aggregate_id", "substr(o.event_type, 2)");
+  return fmt::format(
+      "SELECT * FROM (SELECT {0} FROM aggregate_results WHERE event_id = (SELECT CASE WHEN "
+      "left(o.event_type, 1) = '!' THEN {1} ELSE o.{2} END FROM {3} o WHERE o.id = $1) AND "
+      "(destination LIKE '%.revert' OR (SELECT left(event_type, 1) <> '!' FROM {3} WHERE id = "
+      "$1)) ORDER BY id DESC LIMIT {4}) newest ORDER BY id",
+      attempt_columns, cancelled, event_column, table, limit);
+}
+
 } // namespace outboxd::persistence

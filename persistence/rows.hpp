@@ -8,6 +8,7 @@
 #include <optional>
 #include <pqxx/pqxx>
 #include <string>
+#include <string_view>
 
 namespace outboxd::persistence {
 
@@ -36,6 +37,17 @@ inline const std::string attempt_columns = fmt::format(
     "octet_length(response_payload::text) > {0} OR octet_length(response_text) > {0} OR "
     "octet_length(response_body) > {0}, false)",
     domain::max_listed_body_bytes);
+/// SQL for the newest event of `event_type` of an aggregate (outbox_events, or its audit rows once
+/// retention removed it): the event a cancellation of that type reverts. The arguments are SQL
+/// expressions (parameters, or columns of an outer query).
+std::string latest_event_sql(std::string_view aggregate_type, std::string_view aggregate_id,
+                             std::string_view event_type);
+/// SELECT of the attempt rows (attempt_columns, the newest `limit`, oldest first) that the view
+/// of the outbox event or dead letter with id $1 lists: those of its event, or for a
+/// cancellation ("!" and the type it cancels) the reverts of the event it cancels, which are
+/// recorded under that event's id. `table` is outbox_events or dead_letter_events and
+/// `event_column` its column naming the event (id, original_event_id).
+std::string listed_attempts_sql(std::string_view table, std::string_view event_column, int limit);
 inline constexpr const char* dead_letter_columns =
     "id, original_event_id, aggregate_id, event_type, payloads::text, reason, last_error, status, "
     "attempts, outboxd_iso(next_retry_at), revert_error, outboxd_iso(failed_at), "

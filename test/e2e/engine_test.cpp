@@ -433,6 +433,48 @@ TEST_CASE("a cancellation that cannot revert needs attention, and a redrive canc
   check_consistent(p);
 }
 
+TEST_CASE("a failed cancellation's dead letter lists its reverts, and resolving it settles the "
+          "failed revert and still reverts the other steps") {
+  auto conninfo = fresh_database("outboxd_e2e_cancel_resolve");
+  outboxd_process p("cancel-resolve", conninfo);
+  p.wait_ready();
+  p.create_order();
+  auto id = p.create_order();
+  REQUIRE(p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  p.knobs(R"({"shipping.domestic.cancel":{"failureRate":1.0,"failureStatus":400}})");
+  CHECK(p.client().post("/api/orders/" + std::to_string(id) + "/cancel", "").status == 202);
+  CHECK(p.wait_status(id, "ATTENTION") == "ATTENTION");
+  auto t = p.timeline(id);
+  REQUIRE(t.json["deadLetters"].Size() == 1);
+  const auto dlq = std::to_string(t.num("/deadLetters/0/id"));
+  const auto cancellation = std::to_string(t.num("/deadLetters/0/originalEventId"));
+  // Its reverts are recorded under the event it cancels; its views list them all the same.
+  for (const auto& view : {"/api/dlq/" + dlq, "/api/outbox/events/" + cancellation}) {
+    CAPTURE(view);
+    auto d = p.client().get(view);
+    REQUIRE(d.status == 200);
+    auto listed = attempts(d);
+    CHECK(count(listed, "billing.revert:success") == 1);
+    CHECK(count(listed, "shipping.revert:non_retryable") == 1);
+    CHECK(count(listed, "inventory.reserve:success") == 0); // the forward calls are not its own
+  }
+  p.knobs(R"({"shipping.domestic.cancel":{"failureRate":0}})"); // it was cancelled by phone
+  auto resolved = p.client().post("/api/dlq/" + dlq + "/resolve",
+                                  R"({"reason":"shipment cancelled by phone"})");
+  CHECK(resolved.status == 200);
+  CHECK(resolved.str("/status") == "PENDING"); // the compensation goes on
+  CHECK(p.wait_status(id, "CANCELLED") == "CANCELLED");
+  auto a = attempts(p.timeline(id));
+  CHECK(count(a, "shipping.revert:skipped") == 1);
+  CHECK(count(a, "shipping.revert:success") == 0); // settled by the operator, not called again
+  CHECK(count(a, "inventory.revert:success") == 1);
+  auto ledger = p.ledger(id);
+  auto reservations = ledger_entries(ledger, "inventory.reserve");
+  REQUIRE(reservations.size() == 1);
+  CHECK(std::string((*reservations[0])["state"].GetString()) == "reverted");
+  CHECK(query_value(conninfo, "SELECT status FROM dead_letter_events") == "PROCESSED");
+}
+
 TEST_CASE("with LISTEN/NOTIFY off, the safety poll still delivers every event") {
   outboxd_process p(
       "polling", fresh_database("outboxd_e2e_polling"),

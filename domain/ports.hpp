@@ -103,13 +103,14 @@ public:
 };
 
 /// Counts for the operator: events by status, dead letters by status and reason, orders by
-/// status, and the age of the oldest due event (the lag).
+/// status, the age of the oldest due event (the lag) and of the oldest undelivered one.
 struct outbox_stats {
   std::map<std::string, long long> events;
   std::map<std::string, long long> dead_letters_by_status;
   std::map<std::string, long long> dead_letters_by_reason;
   std::map<std::string, long long> orders;
   std::optional<double> oldest_due_age_seconds;
+  std::optional<double> oldest_pending_age_seconds; // since written: due, retrying or held back
   /// The counts that are PostgreSQL's estimates (history above 10 000 rows), named by where they
   /// appear: "outbox.PROCESSED", "orders.DELIVERED", ...
   std::vector<std::string> estimated;

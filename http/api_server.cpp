@@ -56,6 +56,10 @@ void add_gauges(std::string& out, const domain::outbox_stats& g) {
   metrics::render_gauge(out, "outboxd_oldest_due_event_age_seconds",
                         "Age of the oldest event that is due and not claimed (lag).",
                         {{{}, g.oldest_due_age_seconds.value_or(0)}});
+  metrics::render_gauge(out, "outboxd_oldest_pending_event_age_seconds",
+                        "Age of the oldest event not yet delivered, since it was written (due, "
+                        "waiting for a retry, or held back by an open circuit).",
+                        {{{}, g.oldest_pending_age_seconds.value_or(0)}});
 }
 
 /// The circuit of each destination as a state set (1 for the current state), and its calls in
@@ -329,6 +333,7 @@ void get_stats(const api_context& c, const httplib::Request&, httplib::Response&
   w.end_object();
   counts("orders", stats.orders);
   w.field("oldestDueAgeSeconds", stats.oldest_due_age_seconds);
+  w.field("oldestPendingAgeSeconds", stats.oldest_pending_age_seconds);
   w.key("estimated");
   w.start_array();
   for (const auto& name : stats.estimated)
@@ -503,8 +508,8 @@ api_server::api_server(const conf::server_settings& settings, access_policy poli
     bool quiet = req.method == "GET" || route.kind == route_kind::simulated_service;
     // A read's 503 (the database unavailable, a failed readiness probe) was said at WARN when
     // the state began; the probes and pages that repeat it are not news.
-    auto level = quiet && (res.status < 500 || res.status == 503) ? log::level::debug
-                                                                  : log::level::info;
+    auto level =
+        quiet && (res.status < 500 || res.status == 503) ? log::level::debug : log::level::info;
     if (!log::enabled(level))
       return;
     auto took = started == std::chrono::steady_clock::time_point{}
@@ -514,8 +519,8 @@ api_server::api_server(const conf::server_settings& settings, access_policy poli
                                                   .count());
     // A refusal says why (its start: a message quotes what the client sent), so that the
     // operator need not ask the client.
-    auto why = route.problem.empty() ? std::string()
-                                     : ": " + domain::readable_text(route.problem, 300);
+    auto why =
+        route.problem.empty() ? std::string() : ": " + domain::readable_text(route.problem, 300);
     log::write(level, "http",
                fmt::format("{} {} {} {}{}", loggable(req.method), loggable(req.path), res.status,
                            took, why));

@@ -93,10 +93,15 @@ std::string counts_sql() {
   return "SELECT * FROM (" + sql + ") counts(grp, key, n, estimated) WHERE n > 0";
 }
 
+/// The lag (how long the oldest due event has waited for a processor) and the age of the oldest
+/// undelivered event (due, or waiting out a retry or an open circuit: the first PENDING one, by
+/// the partial index).
 constexpr const char* lag_sql = R"sql(
-SELECT extract(epoch FROM now() - min(coalesce(next_retry_at, created_at)))::float8
-  FROM outbox_events
- WHERE status = 'PENDING' AND (next_retry_at IS NULL OR next_retry_at <= now()))sql";
+SELECT (SELECT extract(epoch FROM now() - min(coalesce(next_retry_at, created_at)))::float8
+          FROM outbox_events
+         WHERE status = 'PENDING' AND (next_retry_at IS NULL OR next_retry_at <= now())),
+       (SELECT extract(epoch FROM now() - created_at)::float8
+          FROM outbox_events WHERE status = 'PENDING' ORDER BY id LIMIT 1))sql";
 
 /// The listing's filters over `source` (a table or a window of it), newest first; `also` adds
 /// conditions.
@@ -172,7 +177,9 @@ domain::outbox_stats read_stats(pqxx::connection& c, const char* counts_statemen
     if (r[3].as<bool>())
       s.estimated.push_back(fmt::format("{}.{}", group_names.at(group), r[1].as<std::string>()));
   }
-  s.oldest_due_age_seconds = optional_field<double>(tx.exec_prepared1("outbox_admin_lag")[0]);
+  auto lag = tx.exec_prepared1("outbox_admin_lag");
+  s.oldest_due_age_seconds = optional_field<double>(lag[0]);
+  s.oldest_pending_age_seconds = optional_field<double>(lag[1]);
   return s;
 }
 

@@ -672,10 +672,13 @@ async function refreshStats() {
   const n = (m, k) => (m && typeof m[k] === 'number' ? m[k] : 0);
   const outbox = s.outbox || {};
   const age = s.oldestDueAgeSeconds;
+  const pendingAge = s.oldestPendingAgeSeconds;
+  const waits = age === null || age === undefined ? 'nothing due' : `oldest due event waits ${Number(age).toFixed(1)} s`;
+  const undelivered = pendingAge === null || pendingAge === undefined ? '' : ` · oldest undelivered written ${Number(pendingAge).toFixed(1)} s ago`;
   $('#stats-outbox').replaceChildren(el('h2', { text: 'Outbox' }),
     tiles([['pending', n(outbox, 'PENDING')], ['processing', n(outbox, 'PROCESSING')],
       ['processed', n(outbox, 'PROCESSED')], ['dead', n(outbox, 'DEAD'), n(outbox, 'DEAD') ? 'bad' : '']]),
-    el('p', { class: 'muted small-text', text: age === null || age === undefined ? 'nothing due' : `oldest due event waits ${Number(age).toFixed(1)} s` }));
+    el('p', { class: 'muted small-text', text: waits + undelivered }));
   const dl = s.deadLetters || {};
   const reasons = Object.entries(dl.byReason || {}).filter(([, v]) => v > 0);
   $('#stats-dlq').replaceChildren(el('h2', { text: 'Dead letters' }),

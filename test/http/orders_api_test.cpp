@@ -689,6 +689,28 @@ TEST_CASE_FIXTURE(server_fixture, "GET /metrics exposes request counters and dat
   CHECK(r.body.find("# TYPE outboxd_oldest_due_event_age_seconds gauge") != std::string::npos);
 }
 
+TEST_CASE_FIXTURE(server_fixture, "events waiting out a retry are not due, but the age of the "
+                                  "oldest undelivered one still shows") {
+  create();
+  create();
+  query_value(db(), "UPDATE outbox_events SET next_retry_at = now() + interval '1 hour', "
+                    "created_at = now() - interval '90 seconds' WHERE id = 1");
+  query_value(db(), "UPDATE outbox_events SET next_retry_at = now() + interval '1 hour' "
+                    "WHERE id = 2");
+  auto stats = client->get("/api/outbox/stats");
+  REQUIRE(stats.status == 200);
+  CHECK(stats.json["oldestDueAgeSeconds"].IsNull()); // nothing is due
+  CHECK(stats.json["oldestPendingAgeSeconds"].GetDouble() >= 90);
+  auto metrics = client->get("/metrics").body;
+  CHECK(metrics.find("outboxd_oldest_due_event_age_seconds 0\n") != std::string::npos);
+  auto at = metrics.find("\noutboxd_oldest_pending_event_age_seconds ");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stod(metrics.substr(at + 42)) >= 90);
+  query_value(db(), "UPDATE outbox_events SET status = 'PROCESSED', processed_at = now(), "
+                    "next_retry_at = NULL");
+  CHECK(client->get("/api/outbox/stats").json["oldestPendingAgeSeconds"].IsNull());
+}
+
 TEST_CASE_FIXTURE(server_fixture, "GET /metrics behind a user's lock on the outbox answers within "
                                   "a second without the database gauges, and says so") {
   create();

@@ -23,6 +23,12 @@ using std::chrono::milliseconds;
 constexpr std::size_t max_error_body = 200;
 constexpr std::size_t max_failure_cause = 1000;
 
+/// A call's answer as its log line gives it: "200 in 4ms", or "no answer after 5002ms (why)".
+std::string answer_text(const client::call_result& r) {
+  return r.status ? fmt::format("{} in {}ms", *r.status, r.duration.count())
+                  : fmt::format("no answer after {}ms ({})", r.duration.count(), r.error);
+}
+
 std::string to_json(const rapidjson::Value& v) {
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
@@ -273,20 +279,22 @@ void event_runner::carry_out(const persistence::claimed_event& e, const domain::
               e.event_type, e.aggregate_type, e.aggregate_id, e.failing_for.count() / 1000);
   // A cancellation is dead-lettered as FAILED: it is never compensated again, it waits for an
   // operator.
-  bool dead = cancellation
-                  ? repo()->dead_letter(e, reason, error, "FAILED",
-                                        domain::engine_outcome::compensation_failed, made_call)
-                  : repo()->dead_letter(e, reason, error, "PENDING", std::nullopt, made_call);
-  if (!dead)
+  auto letter = cancellation
+                    ? repo()->dead_letter(e, reason, error, "FAILED",
+                                          domain::engine_outcome::compensation_failed, made_call)
+                    : repo()->dead_letter(e, reason, error, "PENDING", std::nullopt, made_call);
+  if (!letter)
     return lease_lost(e, "dead letter");
   m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", reason}});
   if (cancellation) {
     m().compensations.inc({{"kind", "cancellation"}, {"outcome", "failed"}});
-    log::error(name_, "order needs attention: event {} {} {} {} failed: {}", e.id, e.event_type,
-               e.aggregate_type, e.aggregate_id, error);
+    log::error(name_,
+               "order needs attention: event {} {} {} {} failed: {}; dead letter {} ({}) waits "
+               "for an operator to redrive or resolve it",
+               e.id, e.event_type, e.aggregate_type, e.aggregate_id, error, *letter, reason);
   } else {
-    log::warn(name_, "event {} {} {} {} dead-lettered ({}): {}", e.id, e.event_type,
-              e.aggregate_type, e.aggregate_id, reason, error);
+    log::warn(name_, "event {} {} {} {} dead-lettered as dead letter {} ({}): {}", e.id,
+              e.event_type, e.aggregate_type, e.aggregate_id, *letter, reason, error);
   }
 }
 
@@ -492,10 +500,9 @@ task<event_runner::step_result> event_runner::call_step(const persistence::claim
     row.error_message = "HTTP 409 after an unanswered call with the same Idempotency-Key (the "
                         "partner may still be processing it): " +
                         *row.error_message;
-  log::info(name_, "event {} {} {} {} → {} {} {} {} {}ms attempt {}", e.id, e.event_type,
+  log::info(name_, "event {} {} {} {} → {} {} {} {}, attempt {}", e.id, e.event_type,
             e.aggregate_type, e.aggregate_id, name, dest.method, row.endpoint_url,
-            result.status ? std::to_string(*result.status) : result.error, result.duration.count(),
-            attempt);
+            answer_text(result), attempt);
   if (outcome == domain::attempt_outcome::success) {
     auto response = row.response_payload_json;
     co_return step_result{outcome, {}, {}, std::move(response), std::move(row), {}, {}};
@@ -535,6 +542,9 @@ task<void> event_runner::run_cancellation(const persistence::claimed_event& e) {
   const metrics::labels type{{"event_type", e.event_type}};
   auto original_type = e.event_type.substr(1);
   auto original = repo()->latest_event_id(e.aggregate_type, e.aggregate_id, original_type);
+  if (original)
+    log::info(name_, "event {} {} {} {}: cancelling, reverting what event {} applied, attempt {}",
+              e.id, e.event_type, e.aggregate_type, e.aggregate_id, *original, attempt);
   compensation_result result;
   if (original) {
     auto keep_lease = outbox_lease(e);
@@ -666,8 +676,8 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
       return out;
     };
     if (reverted.count(step.destination)) {
-      log::info(name_, "event {} {}: {} already reverted, skipping", original_event_id,
-                aggregate_id, step.destination);
+      log::info(name_, "event {} {} {}: {} already reverted or settled, skipping",
+                original_event_id, aggregate_type, aggregate_id, step.destination);
       continue;
     }
     auto dest = s.http.destinations.find(step.destination);
@@ -690,8 +700,8 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
       row.outcome = domain::attempt_outcome::skipped;
       row.error_message = "read-only step: no revert configured";
       co_await record(row);
-      log::info(name_, "event {} aggregate {}: {} is read-only, nothing to revert",
-                original_event_id, aggregate_id, step.destination);
+      log::info(name_, "event {} {} {}: {} is read-only, nothing to revert", original_event_id,
+                aggregate_type, aggregate_id, step.destination);
       continue;
     }
     auto call = domain::build_revert(*route->revert, docs.parse(step.request_json),
@@ -731,10 +741,9 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
     auto outcome = domain::classify(req.method, result.status);
     fill_response(row, result, outcome, domain::credential_values(dest->second.headers));
     co_await record(row);
-    log::info(name_, "event {} aggregate {}: revert {} {} {} -> {} {}ms (attempt {})",
-              original_event_id, aggregate_id, step.destination, req.method, row.endpoint_url,
-              result.status ? std::to_string(*result.status) : result.error,
-              result.duration.count(), attempt);
+    log::info(name_, "event {} {} {} ({}): revert {} {} {} → {}, attempt {}", original_event_id,
+              aggregate_type, aggregate_id, row_event_type, step.destination, req.method,
+              row.endpoint_url, answer_text(result), attempt);
     if (reopened) // as for a forward call: held back with the others, no retry spent
       co_return compensation_result::stopped(not_called{std::move(reopened)}, step.destination);
     if (outcome != domain::attempt_outcome::success) {

@@ -67,6 +67,7 @@ inline constexpr std::size_t max_listed_body_bytes = 16384;
 struct dead_letter_record {
   std::int64_t id = 0;
   std::int64_t original_event_id = 0;
+  std::string aggregate_type;
   std::string aggregate_id;
   std::string event_type;
   std::string payloads_json;

@@ -419,8 +419,8 @@ void retry_dead_letter(const api_context& c, const httplib::Request& req, httpli
     throw api_error(error_kind::invalid_transition,
                     fmt::format("dead letter {} is {}; only a FAILED dead letter can be retried",
                                 id, outcome.value->status));
-  log::info("http", "dead letter {} ({} of aggregate {}) redriven by an operator", id,
-            outcome.value->event_type, outcome.value->aggregate_id);
+  log::info("http", "dead letter {} ({} {} {}) redriven by an operator", id,
+            outcome.value->event_type, outcome.value->aggregate_type, outcome.value->aggregate_id);
   json_writer w;
   write_dead_letter(w, *outcome.value);
   reply(res, 202, w.str());
@@ -440,8 +440,8 @@ void resolve_dead_letter(const api_context& c, const httplib::Request& req,
                     fmt::format("dead letter {} is {}; only a FAILED dead letter can be resolved "
                                 "by hand",
                                 id, outcome.value->status));
-  log::warn("http", "dead letter {} ({} of aggregate {}) {}", id, outcome.value->event_type,
-            outcome.value->aggregate_id, reason);
+  log::warn("http", "dead letter {} ({} {} {}) {}", id, outcome.value->event_type,
+            outcome.value->aggregate_type, outcome.value->aggregate_id, reason);
   json_writer w;
   write_dead_letter(w, *outcome.value);
   reply(res, 200, w.str());

@@ -1,18 +1,21 @@
 // The claim statement of both queues (outbox events and dead letters), built from what differs
 // between them: the table, the tests a due row must pass, and what the claim returns.
 //
-// It walks the queue's due index one entry at a time (each step the first PENDING id after the
-// last: an index-only scan of the partial index on id WHERE status = 'PENDING') and only then
-// tests that candidate and locks it (FOR UPDATE SKIP LOCKED), once per step. The probes are kept
-// apart from the walk (OFFSET 0 keeps the planner from turning them into joins or hashed
-// sub-plans), so a claim costs the rows it takes plus the due entries it steps over, whatever the
-// statistics say. With the tests inside the walk's own scan, the planner could walk the primary
-// key instead and filter, running the dead-letter probe (free by its estimate on an empty table)
-// for every PROCESSED row before the oldest due one: in a burst, thousands of rows and 100-500 ms
-// per claim. Earlier, a single `ORDER BY id LIMIT n` over NOT EXISTS let it sort the whole
-// backlog, or scan every unfinished event once per candidate, and such claims ran for minutes
-// while their row locks held up the completions. Parameters: $1 how many, $2 the lease owner,
-// $3 the lease in milliseconds.
+// It walks the queue's due-order index one entry at a time (each step the next PENDING row in the
+// order rows fall due: those never run by id, then retries and held-back runs by the time they are
+// due; the walk ends at the first row not due yet) and only then tests that candidate and locks
+// it (FOR UPDATE SKIP LOCKED), once per step. The probes are kept apart from the walk (OFFSET 0
+// keeps the planner from turning them into joins or hashed sub-plans), so a claim costs the rows
+// it takes plus the due rows it steps over (locked, or behind an earlier event of their
+// aggregate), whatever the statistics say; rows waiting out a retry or an open circuit cost
+// nothing. (Walking the due index by id alone, a claim stepped over every one of those: during a
+// partner's outage each claim read the whole backlog.) With the tests inside the walk's own scan,
+// the planner could walk the primary key instead and filter, running the dead-letter probe (free by
+// its estimate on an empty table) for every PROCESSED row before the oldest due one: in a burst,
+// thousands of rows and 100-500 ms per claim. Earlier, a single `ORDER BY id LIMIT n` over NOT
+// EXISTS let it sort the whole backlog, or scan every unfinished event once per candidate, and such
+// claims ran for minutes while their row locks held up the completions. Parameters: $1 how many, $2
+// the lease owner, $3 the lease in milliseconds.
 //
 // Planning the walk costs about twice running it (1.1 against 0.55 ms at 16 in flight, latency 0,
 // where a claim comes every event or two), so each connection prepares it once. A kept plan must
@@ -36,14 +39,19 @@ namespace outboxd::persistence {
 inline std::string claim_walk_sql(std::string_view table, char row, std::string_view tests,
                                   std::string_view returning) {
   return fmt::format(R"sql(
-WITH RECURSIVE walk (id, n, taken) AS (
-    SELECT 0::bigint, 0, NULL::bigint
+WITH RECURSIVE walk (due, id, n, taken) AS (
+    SELECT '-infinity'::timestamptz, 0::bigint, 0, NULL::bigint
   UNION ALL
-    SELECT c.id, walk.n + (t.taken IS NOT NULL)::int, t.taken
+    SELECT c.due, c.id, walk.n + (t.taken IS NOT NULL)::int, t.taken
       FROM walk,
-           LATERAL (SELECT s.id FROM {0} s
-                     WHERE s.status = 'PENDING' AND s.id > walk.id
-                     ORDER BY s.id LIMIT 1) c,
+           LATERAL (SELECT coalesce(s.next_retry_at, '-infinity'::timestamptz) AS due, s.id
+                      FROM {0} s
+                     WHERE s.status = 'PENDING'
+                       AND (coalesce(s.next_retry_at, '-infinity'::timestamptz), s.id)
+                           > (walk.due, walk.id)
+                       AND coalesce(s.next_retry_at, '-infinity'::timestamptz) <= now()
+                     ORDER BY coalesce(s.next_retry_at, '-infinity'::timestamptz), s.id
+                     LIMIT 1) c,
            LATERAL (SELECT (
              SELECT {1}.id FROM {0} {1}
               WHERE {1}.id = c.id AND {1}.status = 'PENDING'

@@ -118,10 +118,7 @@ domain::redrive_outcome dead_letter_admin::resolve(std::int64_t id, const std::s
           return;
         // A failed cancellation ends as a cancellation would have: CANCELLED; any other FAILED.
         const bool cancellation = d.event_type.rfind('!', 0) == 0;
-        const auto type =
-            tx.exec_params1("SELECT aggregate_type FROM dead_letter_events WHERE id = $1", d.id)[0]
-                .as<std::string>();
-        apply_transition(tx, hooks_of(hooks_, type), d.aggregate_id,
+        apply_transition(tx, hooks_of(hooks_, d.aggregate_type), d.aggregate_id,
                          cancellation ? domain::engine_outcome::cancellation_compensated
                                       : domain::engine_outcome::fanout_compensated,
                          reason);

@@ -143,7 +143,8 @@ letter AS (INSERT INTO dead_letter_events (original_event_id, aggregate_type, ag
   event_type, payloads, reason, last_error, status, resolved_at)
 SELECT id, aggregate_type, aggregate_id, event_type, payloads, $4::text, $3::text, $5::text,
        CASE WHEN $5::text = 'PENDING' THEN NULL ELSE now() END
-  FROM done))sql";
+  FROM done
+RETURNING id))sql";
 
 constexpr const char* release_sql = R"sql(
 UPDATE outbox_events
@@ -461,24 +462,24 @@ long long outbox_repository::make_held_due(const std::string& held_prefix) {
   return tx.exec_prepared1("outbox_held_due", held_prefix)[0].as<long long>();
 }
 
-bool outbox_repository::dead_letter(const claimed_event& e, const std::string& reason,
-                                    const std::string& error, const std::string& dlq_status,
-                                    std::optional<domain::engine_outcome> outcome,
-                                    bool counts_run) {
+std::optional<std::int64_t>
+outbox_repository::dead_letter(const claimed_event& e, const std::string& reason,
+                               const std::string& error, const std::string& dlq_status,
+                               std::optional<domain::engine_outcome> outcome, bool counts_run) {
   pqxx::nontransaction tx(conn_);
   return dead_letter_in(tx, e, reason, error, dlq_status, outcome, counts_run);
 }
 
-bool outbox_repository::dead_letter_in(pqxx::transaction_base& tx, const claimed_event& e,
-                                       const std::string& reason, const std::string& error,
-                                       const std::string& dlq_status,
-                                       std::optional<domain::engine_outcome> outcome,
-                                       bool counts_run) {
-  const auto& statement =
-      finishing("dead_letter", dead_letter_sql, e.aggregate_type, outcome, 3, 0, 0, "count(*)");
-  return tx.exec_prepared1(statement, e.id, e.lease_token, error, reason, dlq_status,
-                           counts_run ? 1 : 0)[0]
-             .as<int>() == 1;
+std::optional<std::int64_t>
+outbox_repository::dead_letter_in(pqxx::transaction_base& tx, const claimed_event& e,
+                                  const std::string& reason, const std::string& error,
+                                  const std::string& dlq_status,
+                                  std::optional<domain::engine_outcome> outcome, bool counts_run) {
+  const auto& statement = finishing("dead_letter", dead_letter_sql, e.aggregate_type, outcome, 3, 0,
+                                    0, "count(*), (SELECT max(id) FROM letter)");
+  auto r = tx.exec_prepared1(statement, e.id, e.lease_token, error, reason, dlq_status,
+                             counts_run ? 1 : 0);
+  return optional_field<std::int64_t>(r[1]);
 }
 
 bool outbox_repository::release(const claimed_event& e) {

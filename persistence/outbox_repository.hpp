@@ -160,12 +160,13 @@ public:
   bool retry(const claimed_event& e, std::chrono::milliseconds delay, const std::string& error);
 
   /// DEAD plus its dead_letter_events row (status `dlq_status`), and `outcome` applied to the
-  /// aggregate, in one transaction; false when the lease was lost. The run counts in `attempts`
-  /// unless `counts_run` is false (a run that made no call, held back past its retryFor).
-  bool dead_letter(const claimed_event& e, const std::string& reason, const std::string& error,
-                   const std::string& dlq_status = "PENDING",
-                   std::optional<domain::engine_outcome> outcome = std::nullopt,
-                   bool counts_run = true);
+  /// aggregate, in one transaction: the dead letter's id, nullopt when the lease was lost. The
+  /// run counts in `attempts` unless `counts_run` is false (a run that made no call, held back
+  /// past its retryFor).
+  std::optional<std::int64_t>
+  dead_letter(const claimed_event& e, const std::string& reason, const std::string& error,
+              const std::string& dlq_status = "PENDING",
+              std::optional<domain::engine_outcome> outcome = std::nullopt, bool counts_run = true);
 
   /// Held back without a call (circuit open, a limit reached): PENDING, due after `delay`,
   /// attempts unchanged, `why` as last_error; false when the lease was lost.
@@ -197,9 +198,11 @@ private:
                                const std::string& aggregate_type,
                                std::optional<domain::engine_outcome> outcome, int reason_param,
                                int attempt_param, std::size_t attempt_rows, const char* answer);
-  bool dead_letter_in(pqxx::transaction_base& tx, const claimed_event& e, const std::string& reason,
-                      const std::string& error, const std::string& dlq_status,
-                      std::optional<domain::engine_outcome> outcome, bool counts_run = true);
+  std::optional<std::int64_t> dead_letter_in(pqxx::transaction_base& tx, const claimed_event& e,
+                                             const std::string& reason, const std::string& error,
+                                             const std::string& dlq_status,
+                                             std::optional<domain::engine_outcome> outcome,
+                                             bool counts_run = true);
 
   pqxx::connection& conn_;
   hooks_by_type hooks_;

@@ -94,6 +94,7 @@ domain::dead_letter_record to_dead_letter(const pqxx::row& r) {
   d.failed_at = r[11].as<std::string>();
   d.status_changed_at = r[12].as<std::string>();
   d.resolved_at = optional_field<std::string>(r[13]);
+  d.aggregate_type = r[14].as<std::string>();
   return d;
 }
 

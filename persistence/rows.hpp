@@ -51,7 +51,7 @@ std::string listed_attempts_sql(std::string_view table, std::string_view event_c
 inline constexpr const char* dead_letter_columns =
     "id, original_event_id, aggregate_id, event_type, payloads::text, reason, last_error, status, "
     "attempts, outboxd_iso(next_retry_at), revert_error, outboxd_iso(failed_at), "
-    "outboxd_iso(status_changed_at), outboxd_iso(resolved_at)";
+    "outboxd_iso(status_changed_at), outboxd_iso(resolved_at), aggregate_type";
 
 domain::order to_order(const pqxx::row& r);
 domain::event_record to_event(const pqxx::row& r);

@@ -22,6 +22,10 @@ std::vector<std::string> attempts(const http_response& timeline) {
   return out;
 }
 
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 int count(const std::vector<std::string>& v, const std::string& what) {
   return static_cast<int>(std::count(v.begin(), v.end(), what));
 }
@@ -448,6 +452,14 @@ TEST_CASE("a failed cancellation's dead letter lists its reverts, and resolving 
   REQUIRE(t.json["deadLetters"].Size() == 1);
   const auto dlq = std::to_string(t.num("/deadLetters/0/id"));
   const auto cancellation = std::to_string(t.num("/deadLetters/0/originalEventId"));
+  // The log follows the cancellation by the order's id and names the dead letter to act on.
+  const auto order = "order " + std::to_string(id);
+  CHECK(contains(p.output(), "event " + cancellation + " !OrderCreated " + order +
+                                 ": cancelling, reverting what event "));
+  CHECK(contains(p.output(), order + " (!OrderCreated): revert shipping POST "));
+  CHECK(contains(p.output(), "; dead letter " + dlq +
+                                 " (CANCELLATION_FAILED) waits for an operator to redrive or "
+                                 "resolve it"));
   // Its reverts are recorded under the event it cancels; its views list them all the same.
   for (const auto& view : {"/api/dlq/" + dlq, "/api/outbox/events/" + cancellation}) {
     CAPTURE(view);

@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <pqxx/pqxx>
 #include <regex>
 #include <set>
@@ -304,16 +305,53 @@ TEST_CASE_FIXTURE(fixture, "the due indexes are the only partial indexes over pe
   // Another partial index over unfinished rows, in another order, looks as cheap as the due index
   // on statistics taken while nothing was pending: in a burst the planner then sorted every
   // pending event at each step of the walk, and scanned every unfinished event for each probe.
-  // The partial indexes left hold PROCESSING, PROCESSED, DEAD or FAILED rows only, or need
+  // The walk reads the due-order indexes; the due indexes (by id alone) would need a sort. The
+  // partial indexes left hold PROCESSING, PROCESSED, DEAD or FAILED rows only, or need
   // next_retry_at IS NOT NULL, which the walk's condition does not imply. A new one must keep
   // to that (and be added here).
   CHECK(query_value(db(), "SELECT string_agg(indexname, ' ' ORDER BY indexname) FROM pg_indexes "
                           "WHERE tablename IN ('outbox_events', 'dead_letter_events') "
                           "AND indexdef LIKE '% WHERE %'") ==
-        "dead_letter_events_due dead_letter_events_failed dead_letter_events_leases "
-        "dead_letter_events_resolved dead_letter_events_retry_due "
-        "outbox_events_dead outbox_events_due outbox_events_leases outbox_events_processed "
-        "outbox_events_retry_due");
+        "dead_letter_events_due dead_letter_events_due_order dead_letter_events_failed "
+        "dead_letter_events_leases dead_letter_events_resolved dead_letter_events_retry_due "
+        "outbox_events_dead outbox_events_due outbox_events_due_order outbox_events_leases "
+        "outbox_events_processed outbox_events_retry_due");
+}
+
+TEST_CASE_FIXTURE(fixture, "a claim touches pages in proportion to its size, not to the events "
+                           "waiting out a retry or an open circuit") {
+  // A partner's outage: 20 000 runs held back for an hour, ahead of (and among) the events that
+  // are due: new ones, and two retries whose time has come.
+  exec("INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payloads, "
+       "idempotency_key, attempts, next_retry_at, failing_since) SELECT 'order', 'w' || g, "
+       "'OrderCreated', '{}', 'w' || g, 1, now() + interval '1 hour', now() FROM "
+       "generate_series(1, 20000) g");
+  auto retry1 = add_event("r1");
+  auto fresh1 = add_event("f1");
+  auto retry2 = add_event("r2");
+  auto fresh2 = add_event("f2");
+  exec("UPDATE outbox_events SET next_retry_at = now() - interval '2 seconds' WHERE id = " +
+       std::to_string(retry2));
+  exec("UPDATE outbox_events SET next_retry_at = now() - interval '1 second' WHERE id = " +
+       std::to_string(retry1));
+  exec("ANALYZE outbox_events");
+  REQUIRE(a.claim("warm-up", 0, 60s).empty());
+  auto sorted_ids = [](const std::vector<persistence::claimed_event>& claimed) {
+    auto ids = ids_of(claimed);
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
+  std::vector<persistence::claimed_event> claimed;
+  auto pages = pages_of(conn_b, [&] { claimed = b.claim("test", 2, 60s); });
+  // Those never run first (by id), then the retries; none of the waiting ones.
+  CHECK(sorted_ids(claimed) == std::vector<long long>{fresh1, fresh2});
+  // Two rows updated and three steps: a few hundred pages. Stepping over the 20 000 waiting
+  // entries read 120 000 buffers.
+  CHECK(pages < 1000);
+  pages = pages_of(conn_b, [&] { claimed = b.claim("test", 10, 60s); });
+  CHECK(sorted_ids(claimed) == std::vector<long long>{retry1, retry2});
+  CHECK(pages < 1000);
+  CHECK(b.claim("test", 10, 60s).empty());
 }
 
 TEST_CASE_FIXTURE(fixture, "a leased event's updates find it by its key, not by a scan of the "

@@ -1860,10 +1860,11 @@ std::vector<std::string> start_up_warnings(const settings& s) {
     if (d.timeout > stop_wait)
       out.push_back(fmt::format(
           "http.routes.{}.timeout ({}) is longer than a stop waits for a call in flight (half of "
-          "outbox.shutdownTimeout for a revert, three quarters for a delivery; {}): such a call "
+          "outbox.shutdownTimeout for a revert, three quarters for a delivery: {} for a revert "
+          "here): such a call "
           "is abandoned without its answer and retried after the restart; set "
           "outbox.shutdownTimeout to at least twice the timeout",
-          name, ms_text(d.timeout), ms_text(s.outbox.shutdown_timeout)));
+          name, ms_text(d.timeout), ms_text(stop_wait)));
   }
   return out;
 }

@@ -42,8 +42,10 @@ void add_gauges(std::string& out, const domain::outbox_stats& g) {
       v.push_back({{{label, k}}, static_cast<double>(n)});
     return v;
   };
-  metrics::render_gauge(out, "outboxd_outbox_events", "Outbox events not yet processed, by status.",
-                        by("status", g.events));
+  metrics::render_gauge(
+      out, "outboxd_outbox_events",
+      "Outbox events not processed (PENDING, PROCESSING) or given up (DEAD), by status.",
+      by("status", g.events));
   metrics::render_gauge(out, "outboxd_dead_letters", "Dead letters, by status.",
                         by("status", g.dead_letters_by_status));
   metrics::render_gauge(out, "outboxd_dead_letters_by_reason",
@@ -503,13 +505,13 @@ api_server::api_server(const conf::server_settings& settings, access_policy poli
     metrics::global().http_requests.inc({{"method", std::string(method_label(req.method))},
                                          {"route", route.path.empty() ? "unmatched" : route.path},
                                          {"status", std::to_string(res.status)}});
-    // A simulated partner's calls are the engine's own calls, logged by the processor that made
-    // them; reads change nothing.
-    bool quiet = req.method == "GET" || route.kind == route_kind::simulated_service;
-    // A read's 503 (the database unavailable, a failed readiness probe) was said at WARN when
-    // the state began; the probes and pages that repeat it are not news.
+    // A simulated partner's calls are the engine's own calls, logged (errors too) by the
+    // processor that made them. Reads change nothing; a read's 503 (the database unavailable, a
+    // failed readiness probe) was said at WARN when the state began, and the probes and pages
+    // that repeat it are not news.
+    const bool read = req.method == "GET" && (res.status < 500 || res.status == 503);
     auto level =
-        quiet && (res.status < 500 || res.status == 503) ? log::level::debug : log::level::info;
+        read || route.kind == route_kind::simulated_service ? log::level::debug : log::level::info;
     if (!log::enabled(level))
       return;
     auto took = started == std::chrono::steady_clock::time_point{}

@@ -75,7 +75,8 @@ struct registry {
   counter lease_expiries{"outboxd_lease_expiries_total",
                          "Expired leases reclaimed by the reaper, by table."};
   counter calls{"outboxd_destination_calls_total",
-                "HTTP calls to destinations (forward and revert), by destination and outcome."};
+                "Attempts at destinations (forward and revert), by destination and outcome; a "
+                "skipped one (a read-only step's revert) made no call."};
   histogram call_seconds{"outboxd_destination_call_seconds",
                          "Duration of HTTP calls to destinations, by destination.",
                          {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}};
@@ -102,9 +103,9 @@ struct registry {
                         "HTTP requests served, by method, route and status."};
   counter http_connections_refused{
       "outboxd_http_connections_refused_total",
-      "Connections the HTTP server refused or cut off before a handler ran, by reason: busy "
-      "(503), client_cap (503), idle_shed (closed to make room), timeout (408), too_large "
-      "(413/431), malformed (400)."};
+      "Connections the HTTP server refused or cut off, by reason: busy (503), client_cap (503), "
+      "idle_shed and slow_shed (closed to make room), timeout (408), too_large (413/431), "
+      "malformed (400), slow_reader (its answer not read within server.writeTimeout)."};
 
   /// Renders every family, then the gauges `scrape_gauges` adds (database depths and lag).
   std::string render(const std::function<void(std::string&)>& scrape_gauges) const;

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <httplib.h>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <optional>
 
 namespace outboxd::simulator {
@@ -88,18 +90,26 @@ std::string consistency_json(const consistency_report& report,
 
 void install_consistency_route(http::listener& routes, domain::order_audit_source& orders,
                                ledger_source read_ledger) {
+  // The web UI checks every few seconds: a finding is logged at WARN when it is new (another
+  // count or first violation than the last check's), at debug when it repeats.
+  auto said = std::make_shared<std::pair<std::mutex, std::string>>();
   routes.route("GET", "/api/admin/consistency", http::route_kind::api, http::access::admin,
-               [&orders, read = std::move(read_ledger)](const httplib::Request& req,
-                                                        httplib::Response& res) {
+               [&orders, read = std::move(read_ledger), said](const httplib::Request& req,
+                                                              httplib::Response& res) {
                  auto page = orders.audited_orders(parse_window(req));
                  auto report = check_consistency(page.orders, read());
-                 if (!report.violations.empty())
-                   log::warn("consistency",
-                             "{} violation(s) of invariant 3 among {} checked order(s) of ids "
-                             "{}..{}; first: order {}: {}",
-                             report.violations.size(), report.checked, page.orders.front().id,
-                             page.orders.back().id, report.violations.front().order_id,
-                             report.violations.front().problem);
+                 if (!report.violations.empty()) {
+                   auto finding = fmt::format(
+                       "{} order(s) whose side effects disagree with their state among {} checked "
+                       "(ids {}..{}); first: order {}: {}",
+                       report.violations.size(), report.checked, page.orders.front().id,
+                       page.orders.back().id, report.violations.front().order_id,
+                       report.violations.front().problem);
+                   std::lock_guard lock(said->first);
+                   auto level = finding == said->second ? log::level::debug : log::level::warn;
+                   said->second = finding;
+                   log::write(level, "consistency", finding);
+                 }
                  res.set_content(consistency_json(report, page), "application/json");
                });
 }

@@ -1299,6 +1299,8 @@ TEST_CASE("start-up warnings: a call timeout a stop would not wait for") {
                       0) == 0);
   CHECK(slow[0].find("set outbox.shutdownTimeout to at least twice the timeout") !=
         std::string::npos);
+  CHECK(slow[0].find("three quarters for a delivery: 5000ms for a revert here)") !=
+        std::string::npos); // what a stop waits, not outbox.shutdownTimeout itself
   CHECK(start_up_warnings(
             loaded(load_with({"http.routes.inventory.timeout=25s", "outbox.shutdownTimeout=50s"})))
             .empty());

@@ -224,13 +224,15 @@ int serve(const conf::settings& settings, const std::string& effective_json) {
         now += fmt::format("{}{}: {}", now.empty() ? "" : ", ", name, state);
     now = now.empty() ? "ok" : now;
     std::lock_guard lock(said_mutex);
-    if (said.empty() && now != "ok")
-      log::info("http", "not ready yet: {}", now);
-    else if (!said.empty() && now != said && now == "ok")
-      log::info("http", "ready again (was {})", said);
-    else if (!said.empty() && now != said)
-      log::warn("http", "not ready: {}", now);
-    said = now;
+    if (now != said) {
+      if (said.empty())
+        log::info("http", "{}", now == "ok" ? "ready" : "not ready yet: " + now);
+      else if (now == "ok")
+        log::info("http", "ready again (was {})", said);
+      else
+        log::warn("http", "not ready: {}", now);
+      said = now;
+    }
     return report;
   };
 

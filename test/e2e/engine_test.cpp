@@ -30,6 +30,14 @@ int count(const std::vector<std::string>& v, const std::string& what) {
   return static_cast<int>(std::count(v.begin(), v.end(), what));
 }
 
+/// The order's one inventory reservation was released, as the simulator saw it.
+void check_reservation_released(outboxd_process& p, long long id) {
+  auto ledger = p.ledger(id);
+  auto reservations = ledger_entries(ledger, "inventory.reserve");
+  REQUIRE(reservations.size() == 1);
+  CHECK(std::string((*reservations[0])["state"].GetString()) == "reverted");
+}
+
 void check_consistent(outboxd_process& p) {
   auto r = p.client().get("/api/admin/consistency");
   REQUIRE(r.status == 200);
@@ -327,10 +335,7 @@ TEST_CASE("an operator resolves the revert that can never succeed; the other app
   CHECK(count(a, "shipping.revert:skipped") == 1);
   CHECK(count(a, "fraudCheck.revert:skipped") == 1);
   CHECK(count(a, "inventory.revert:success") == 1);
-  auto ledger = p.ledger(id);
-  auto reservations = ledger_entries(ledger, "inventory.reserve");
-  REQUIRE(reservations.size() == 1);
-  CHECK(std::string((*reservations[0])["state"].GetString()) == "reverted");
+  check_reservation_released(p, id);
   CHECK(query_value(conninfo, "SELECT status FROM dead_letter_events") == "PROCESSED");
 }
 
@@ -480,10 +485,7 @@ TEST_CASE("a failed cancellation's dead letter lists its reverts, and resolving 
   CHECK(count(a, "shipping.revert:skipped") == 1);
   CHECK(count(a, "shipping.revert:success") == 0); // settled by the operator, not called again
   CHECK(count(a, "inventory.revert:success") == 1);
-  auto ledger = p.ledger(id);
-  auto reservations = ledger_entries(ledger, "inventory.reserve");
-  REQUIRE(reservations.size() == 1);
-  CHECK(std::string((*reservations[0])["state"].GetString()) == "reverted");
+  check_reservation_released(p, id);
   CHECK(query_value(conninfo, "SELECT status FROM dead_letter_events") == "PROCESSED");
 }
 

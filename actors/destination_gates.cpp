@@ -88,7 +88,10 @@ destination_gates::try_enter(const std::string& name, const std::string& who,
   auto admission = g.breaker.admit(now);
   if (!admission.allowed)
     return held("breaker", until(admission.retry_at, now),
-                fmt::format("{}: circuit {}", g.name, domain::to_string(g.breaker.state())));
+                fmt::format("{}: circuit {}", g.name,
+                            g.breaker.state() == domain::breaker_state::half_open
+                                ? "half-open, its probe in flight"
+                                : domain::to_string(g.breaker.state())));
   // A probe that cannot go now gives its turn back: the next ask may probe again.
   auto not_now = [&] {
     if (admission.probe)

@@ -154,8 +154,11 @@ task<void> dlq_work::compensate(const item& d) {
       co_return;
     }
     if (repo()->postpone(d, decision.delay, held_error(r.hold.reason)))
-      log::info(tag_, "dead letter {}: held back ({}), due again in {}ms; no retry spent", d.id,
-                r.hold.reason, decision.delay.count());
+      log::write(d.held_before ? log::level::debug : log::level::info, tag_,
+                 fmt::format("dead letter {} ({} {} {}): held back ({}), due again in {}ms; no "
+                             "retry spent",
+                             d.id, d.event_type, d.aggregate_type, d.aggregate_id, r.hold.reason,
+                             decision.delay.count()));
     co_return;
   }
   case compensation_result::kind::done:

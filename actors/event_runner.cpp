@@ -192,7 +192,8 @@ event_runner::call_through_gate(const std::string& destination, const client::ca
     if (permit.report(outcome)) {
       // The probe closed the circuit: what it held back need not wait out its delay.
       auto woken = repo()->make_held_due(held_prefix(destination));
-      log::info(name_, "destination {}: {} held run(s) due now", destination, woken);
+      log::info(name_, "destination {}: its probe closed the circuit; {} held run(s) due now",
+                destination, woken);
     } else if (probe && outcome == domain::attempt_outcome::retryable) {
       auto again = ctx_.gates->try_enter(destination, name_, destination_gates::clock::now());
       if (auto* held = std::get_if<destination_gates::hold>(&again))
@@ -305,8 +306,12 @@ void event_runner::hold_back(const persistence::claimed_event& e, domain::run_ki
     return carry_out(e, *decision.give_up, hold.reason, false, false);
   if (!repo()->postpone(e, decision.delay, held_error(hold.reason)))
     return lease_lost(e, "hold");
-  log::info(name_, "event {} {} {} {}: held back ({}), due again in {}ms; no retry spent", e.id,
-            e.event_type, e.aggregate_type, e.aggregate_id, hold.reason, decision.delay.count());
+  // A run's first hold is news; the holds that follow it (every few seconds while a circuit
+  // stays open) are at debug.
+  log::write(e.held_before ? log::level::debug : log::level::info, name_,
+             fmt::format("event {} {} {} {}: held back ({}), due again in {}ms; no retry spent",
+                         e.id, e.event_type, e.aggregate_type, e.aggregate_id, hold.reason,
+                         decision.delay.count()));
 }
 
 task<void> event_runner::run_fanout(const persistence::claimed_event& e) {

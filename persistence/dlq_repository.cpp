@@ -21,7 +21,8 @@ constexpr const char* claim_tests = R"sql(AND NOT EXISTS (SELECT 1 FROM outbox_e
 constexpr const char* claim_returns =
     R"sql(d.id, d.lease_token, d.original_event_id, d.aggregate_type, d.aggregate_id,
           d.event_type, d.reason, coalesce(d.last_error, ''), d.attempts,
-          (extract(epoch FROM now() - d.failing_since) * 1000)::bigint)sql";
+          (extract(epoch FROM now() - d.failing_since) * 1000)::bigint,
+          coalesce(d.revert_error LIKE 'held back: %', false))sql";
 
 constexpr const char* resolve_sql = R"sql(
 UPDATE dead_letter_events
@@ -113,7 +114,8 @@ std::vector<claimed_dead_letter> dlq_repository::claim(const std::string& owner,
         {r[0].as<std::int64_t>(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>(),
          r[3].as<std::string>(), r[4].as<std::string>(), r[5].as<std::string>(),
          r[6].as<std::string>(), r[7].as<std::string>(), r[8].as<int>(),
-         std::chrono::milliseconds(r[9].is_null() ? 0 : std::max(0LL, r[9].as<long long>())), now});
+         std::chrono::milliseconds(r[9].is_null() ? 0 : std::max(0LL, r[9].as<long long>())), now,
+         r[10].as<bool>()});
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   return out;
 }

@@ -29,6 +29,7 @@ struct claimed_dead_letter {
   /// Since its compensation first failed (or was first held) at the claim; zero when never.
   std::chrono::milliseconds failing_for{0};
   std::chrono::steady_clock::time_point claimed_at{}; // when the lease was taken
+  bool held_before = false; // its last run was held back (a gate's revert_error)
 };
 
 class dlq_repository {

@@ -34,7 +34,8 @@ constexpr const char* claim_tests = R"sql(AND NOT EXISTS (SELECT 1 FROM outbox_e
 constexpr const char* claim_returns =
     R"sql(e.id, e.lease_token, e.aggregate_type, e.aggregate_id, e.event_type, e.payloads::text,
           e.attempts, EXISTS (SELECT 1 FROM aggregate_results r WHERE r.event_id = e.id OFFSET 0),
-          (extract(epoch FROM now() - e.failing_since) * 1000)::bigint)sql";
+          (extract(epoch FROM now() - e.failing_since) * 1000)::bigint,
+          coalesce(e.last_error LIKE 'held back: %', false))sql";
 
 constexpr int attempt_columns_count = 20;
 constexpr const char* record_attempt_columns = R"sql(
@@ -291,6 +292,7 @@ std::vector<claimed_event> outbox_repository::claim(const std::string& owner, in
   for (const auto& r : rows) {
     out.push_back(to_claimed(r));
     out.back().claimed_at = now;
+    out.back().held_before = r[9].as<bool>();
   }
   std::sort(out.begin(), out.end(),
             [](const claimed_event& a, const claimed_event& b) { return a.id < b.id; });

@@ -34,6 +34,7 @@ struct claimed_event {
   /// Since its first failure (or first hold) at the claim; zero when it never failed.
   std::chrono::milliseconds failing_for{0};
   std::chrono::steady_clock::time_point claimed_at{}; // when the lease was taken or last extended
+  bool held_before = false; // its last run was held back (a gate's last_error)
 };
 
 /// One HTTP attempt to record (id and published_at are set by the database).

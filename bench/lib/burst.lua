@@ -9,9 +9,13 @@ wrk.body = '{"customerId":"C-1","totalAmount":99.99,"shippingType":"domestic"}'
 
 local total = tonumber(os.getenv("BURST_ORDERS") or "")
 assert(total, "burst.lua: BURST_ORDERS is not set")
-local order = wrk.format()
-local filler = wrk.format("GET", "/healthz", {}, nil)
+local order, filler -- made in init(), once wrk has set the Host header HTTP/1.1 requires
 local posted, answered, refused = 0, 0, 0
+
+function init(args)
+  order = wrk.format()
+  filler = wrk.format("GET", "/healthz", { Host = wrk.headers["Host"] }, nil)
+end
 
 -- wrk calls request() once before the run to check what it returns, and never sends that one
 local checked = false

@@ -19,6 +19,7 @@ function request()
   local body = string.format(
     '{"orderId":%d,"items":[],"shippingType":"domestic","totalAmount":99.99}', id)
   local headers = {
+    ["Host"] = wrk.headers["Host"], -- set by wrk before the first request; HTTP/1.1 requires it
     ["Content-Type"] = "application/json",
     ["X-Aggregate-Id"] = tostring(id),
     ["Idempotency-Key"] = "simcheck:" .. id,

@@ -39,7 +39,7 @@ lease_keeper renewing_lease(std::chrono::milliseconds lease,
 
 /// The last_error of a run held back for `reason` (a gate's reason, "<destination>: ...").
 inline std::string held_error(const std::string& reason) {
-  return "held back: " + reason;
+  return domain::held_back_prefix + reason;
 }
 /// How every held_error() of `destination`'s gate starts.
 inline std::string held_prefix(const std::string& destination) {

@@ -65,6 +65,10 @@ attempt_outcome classify(std::string_view method, std::optional<int> status);
 inline constexpr const char* never_sent_errors =
     "^(connection failed: |connect timeout after |TLS: )";
 
+/// How the last error of a run held back without a call (circuit open, a limit reached) starts:
+/// the claims tell from it that a run's last hold was not its first.
+inline constexpr const char* held_back_prefix = "held back: ";
+
 /// Parses a Retry-After header value: delta-seconds ("120") or an HTTP-date (IMF-fixdate,
 /// "Wed, 21 Oct 2015 07:28:00 GMT") relative to `now_unix_ms`. nullopt when empty or
 /// unparsable; a date in the past gives zero. Huge values saturate instead of overflowing.

@@ -2,6 +2,7 @@
 // outbox_repository.cpp).
 #include "persistence/dlq_repository.hpp"
 
+#include "domain/delivery.hpp"
 #include "persistence/claim_walk.hpp"
 #include "persistence/rows.hpp"
 
@@ -18,11 +19,12 @@ constexpr const char* claim_tests = R"sql(AND NOT EXISTS (SELECT 1 FROM outbox_e
                                   AND p.aggregate_type = d.aggregate_type
                                   AND p.id < d.original_event_id
                                   AND p.status IN ('PENDING', 'PROCESSING') OFFSET 0))sql";
-constexpr const char* claim_returns =
+const std::string claim_returns = fmt::format(
     R"sql(d.id, d.lease_token, d.original_event_id, d.aggregate_type, d.aggregate_id,
           d.event_type, d.reason, coalesce(d.last_error, ''), d.attempts,
           (extract(epoch FROM now() - d.failing_since) * 1000)::bigint,
-          coalesce(d.revert_error LIKE 'held back: %', false))sql";
+          coalesce(d.revert_error LIKE '{}%', false))sql",
+    domain::held_back_prefix);
 
 constexpr const char* resolve_sql = R"sql(
 UPDATE dead_letter_events

@@ -31,11 +31,12 @@ constexpr const char* claim_tests = R"sql(AND NOT EXISTS (SELECT 1 FROM outbox_e
                                   AND d.aggregate_type = e.aggregate_type
                                   AND d.status IN ('PENDING', 'PROCESSING', 'FAILED')
                                 OFFSET 0))sql";
-constexpr const char* claim_returns =
+const std::string claim_returns = fmt::format(
     R"sql(e.id, e.lease_token, e.aggregate_type, e.aggregate_id, e.event_type, e.payloads::text,
           e.attempts, EXISTS (SELECT 1 FROM aggregate_results r WHERE r.event_id = e.id OFFSET 0),
           (extract(epoch FROM now() - e.failing_since) * 1000)::bigint,
-          coalesce(e.last_error LIKE 'held back: %', false))sql";
+          coalesce(e.last_error LIKE '{}%', false))sql",
+    domain::held_back_prefix);
 
 constexpr int attempt_columns_count = 20;
 constexpr const char* record_attempt_columns = R"sql(

@@ -62,11 +62,12 @@ destination_gates::permit::~permit() {
     owner_->finish(*gate_, probe_, std::nullopt);
 }
 
-bool destination_gates::permit::report(domain::attempt_outcome outcome) {
+bool destination_gates::permit::report(domain::attempt_outcome outcome,
+                                       std::optional<milliseconds> retry_after) {
   if (!gate_ || reported_)
     return false;
   reported_ = true;
-  return owner_->finish(*gate_, probe_, outcome) == domain::breaker_state::closed;
+  return owner_->finish(*gate_, probe_, outcome, retry_after) == domain::breaker_state::closed;
 }
 
 std::variant<destination_gates::permit, destination_gates::hold, destination_gates::retry>
@@ -125,7 +126,8 @@ destination_gates::try_enter(const std::string& name, const std::string& who,
 }
 
 std::optional<domain::breaker_state>
-destination_gates::finish(gate& g, bool probe, std::optional<domain::attempt_outcome> outcome) {
+destination_gates::finish(gate& g, bool probe, std::optional<domain::attempt_outcome> outcome,
+                          std::optional<milliseconds> retry_after) {
   std::unique_lock lock(g.mutex);
   --g.in_flight;
   if (!outcome) {
@@ -135,24 +137,26 @@ destination_gates::finish(gate& g, bool probe, std::optional<domain::attempt_out
   }
   auto now = clock::now();
   bool failed = *outcome == domain::attempt_outcome::retryable;
-  auto changed = g.breaker.report(failed, probe, now);
+  auto changed = g.breaker.report(failed, probe, now, retry_after);
   if (!changed)
     return std::nullopt;
   auto to = std::string(domain::to_string(*changed));
-  auto cool_down = g.breaker.cool_down();
+  auto open_for = until(g.breaker.open_until(), now);
+  // Longer than the cool-down: the partner's Retry-After asked for it.
+  auto asked = open_for > g.breaker.cool_down() ? " (as the partner's Retry-After asked)" : "";
   lock.unlock();
   metrics::global().breaker_transitions.inc({{"destination", g.name}, {"state", to}});
   if (*changed == domain::breaker_state::closed)
     log::info("breaker", "destination {}: circuit closed, the probe was answered; calls resume",
               g.name);
   else if (probe)
-    log::warn("breaker", "destination {}: circuit open again for {}, the probe failed", g.name,
-              duration_text(cool_down));
+    log::warn("breaker", "destination {}: circuit open again for {}{}, the probe failed", g.name,
+              duration_text(open_for), asked);
   else
     log::warn("breaker",
-              "destination {}: circuit open for {} after {} failed calls in a row; its events "
+              "destination {}: circuit open for {}{} after {} failed calls in a row; its events "
               "wait without spending retries",
-              g.name, duration_text(cool_down), g.threshold);
+              g.name, duration_text(open_for), asked, g.threshold);
   return changed;
 }
 

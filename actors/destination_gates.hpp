@@ -40,8 +40,10 @@ public:
     permit(permit&& other) noexcept;
     permit& operator=(permit&&) = delete;
     ~permit();
-    /// Reports the call's outcome; true when it closed the circuit (a probe succeeded).
-    bool report(domain::attempt_outcome outcome);
+    /// Reports the call's outcome and the wait its Retry-After asked for; true when it closed
+    /// the circuit (a probe succeeded).
+    bool report(domain::attempt_outcome outcome,
+                std::optional<std::chrono::milliseconds> retry_after = std::nullopt);
     /// Whether the call probes an open circuit (half-open).
     bool probe() const { return probe_; }
     /// When the call may start: the rate token it took comes then (nullopt: at once).
@@ -82,10 +84,11 @@ public:
   std::vector<domain::destination_health> health() const;
 
 private:
-  /// The call of a permit ended (`outcome`), or was never made; the state it moved the circuit
-  /// to, if it did.
-  std::optional<domain::breaker_state> finish(gate& g, bool probe,
-                                              std::optional<domain::attempt_outcome> outcome);
+  /// The call of a permit ended (`outcome`, the wait its Retry-After asked for), or was never
+  /// made; the state it moved the circuit to, if it did.
+  std::optional<domain::breaker_state>
+  finish(gate& g, bool probe, std::optional<domain::attempt_outcome> outcome,
+         std::optional<std::chrono::milliseconds> retry_after = std::nullopt);
 
   std::map<std::string, std::unique_ptr<gate>, std::less<>> gates_;
 };

@@ -189,7 +189,10 @@ event_runner::call_through_gate(const std::string& destination, const client::ca
     auto result = co_await driver_.call(req);
     const auto outcome = domain::classify(req.method, result.status);
     const bool probe = permit.probe();
-    if (permit.report(outcome)) {
+    std::optional<milliseconds> retry_after;
+    if (outcome == domain::attempt_outcome::retryable)
+      retry_after = domain::parse_retry_after(result.retry_after, now_unix_ms());
+    if (permit.report(outcome, retry_after)) {
       // The probe closed the circuit: what it held back need not wait out its delay.
       auto woken = repo()->make_held_due(held_prefix(destination));
       log::info(name_, "destination {}: its probe closed the circuit; {} held run(s) due now",

@@ -36,15 +36,16 @@ circuit_breaker::admission circuit_breaker::admit(steady_time now) {
   return {true, true, {}};
 }
 
-std::optional<breaker_state> circuit_breaker::report(bool failed, bool probe, steady_time now) {
+std::optional<breaker_state>
+circuit_breaker::report(bool failed, bool probe, steady_time now,
+                        std::optional<std::chrono::milliseconds> retry_after) {
   if (!settings_.enabled)
     return std::nullopt;
   if (probe) {
     probe_in_flight_ = false;
     if (failed) {
       cool_down_ = std::min(cool_down_ * 2, settings_.max_open_for);
-      state_ = breaker_state::open;
-      open_until_ = now + cool_down_;
+      open(now, retry_after);
       return state_;
     }
     state_ = breaker_state::closed;
@@ -52,18 +53,28 @@ std::optional<breaker_state> circuit_breaker::report(bool failed, bool probe, st
     cool_down_ = settings_.open_for;
     return state_;
   }
-  if (state_ != breaker_state::closed)
-    return std::nullopt; // started before the circuit opened: the probe decides
+  if (state_ != breaker_state::closed) {
+    // Started before the circuit opened: the probe decides, but a wait the partner asks for holds.
+    if (failed && retry_after && state_ == breaker_state::open)
+      open_until_ = std::max(open_until_, now + std::min(*retry_after, settings_.max_open_for));
+    return std::nullopt;
+  }
   if (!failed) {
     failures_ = 0;
     return std::nullopt;
   }
   if (++failures_ < settings_.failure_threshold)
     return std::nullopt;
-  state_ = breaker_state::open;
   cool_down_ = settings_.open_for;
-  open_until_ = now + cool_down_;
+  open(now, retry_after);
   return state_;
+}
+
+void circuit_breaker::open(steady_time now, std::optional<std::chrono::milliseconds> retry_after) {
+  open_until_ = now + cool_down_;
+  if (retry_after)
+    open_until_ = std::max(open_until_, now + std::min(*retry_after, settings_.max_open_for));
+  state_ = breaker_state::open;
 }
 
 void circuit_breaker::abandon_probe() {

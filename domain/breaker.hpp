@@ -26,8 +26,10 @@ std::string_view to_string(breaker_state state);
 /// timeout, 408, 425, 429, 5xx); any other answer (a success, a refusal such as 400) shows the
 /// destination is up. `failure_threshold` failed calls in a row open the circuit for `open_for`;
 /// then one probe is let through (half-open): its success closes the circuit, its failure opens
-/// it again for twice as long as the last time, up to `max_open_for`. Answers of calls that
-/// started before the circuit opened change nothing while it is open.
+/// it again for twice as long as the last time, up to `max_open_for`. A failed call that asks for
+/// a longer wait (its Retry-After) keeps the circuit open that long instead, up to `max_open_for`:
+/// the probe does not come before the partner said it could take calls again. Answers of calls
+/// that started before the circuit opened change nothing else while it is open.
 class circuit_breaker {
 public:
   explicit circuit_breaker(breaker_settings settings) : settings_(settings) {}
@@ -40,9 +42,10 @@ public:
   };
   admission admit(steady_time now);
 
-  /// The answer of an admitted call (`probe` as admit() said). Returns the new state when the
-  /// state changed.
-  std::optional<breaker_state> report(bool failed, bool probe, steady_time now);
+  /// The answer of an admitted call (`probe` as admit() said), with the wait a failed call's
+  /// Retry-After asked for. Returns the new state when the state changed.
+  std::optional<breaker_state> report(bool failed, bool probe, steady_time now,
+                                      std::optional<std::chrono::milliseconds> retry_after = {});
   /// The probe ended without an answer (its run was interrupted): another call may probe.
   void abandon_probe();
 
@@ -54,6 +57,9 @@ public:
   std::chrono::milliseconds cool_down() const { return cool_down_; }
 
 private:
+  /// Opens the circuit until the cool-down or the asked-for wait ends, whichever is later.
+  void open(steady_time now, std::optional<std::chrono::milliseconds> retry_after);
+
   breaker_settings settings_;
   breaker_state state_ = breaker_state::closed;
   int failures_ = 0;

@@ -144,7 +144,7 @@ void partner::serve(int c) {
   auto out = fmt::format("HTTP/1.1 {} Answer\r\nContent-Length: {}\r\n", a.status, a.body.size());
   if (!a.content_type.empty())
     out += "Content-Type: " + a.content_type + "\r\n";
-  out += "Connection: close\r\n\r\n" + a.body;
+  out += a.headers + "Connection: close\r\n\r\n" + a.body;
   --in_flight_;
   ::send(c, out.data(), out.size(), MSG_NOSIGNAL);
   ::close(c);

@@ -30,6 +30,7 @@ public:
     std::string body;
     std::string content_type = "application/json";
     std::chrono::milliseconds delay{0}; // before the answer is sent
+    std::string headers = "";           // more header lines, each ending in \r\n
   };
   enum class mode { answer, hang, refuse };
 

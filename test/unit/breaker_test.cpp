@@ -86,6 +86,32 @@ TEST_CASE("answers of calls that started before the circuit opened change nothin
   CHECK(b.open_until() == t0 + 5s);
 }
 
+TEST_CASE("a Retry-After longer than the cool-down keeps the circuit open that long, up to the "
+          "maximum") {
+  circuit_breaker b(three);
+  fail_calls(b, 2, t0);
+  // The call that opens the circuit asks for 12 s: no probe before then.
+  auto a = b.admit(t0);
+  CHECK(b.report(true, a.probe, t0, 12s) == breaker_state::open);
+  CHECK(b.open_until() == t0 + 12s);
+  CHECK_FALSE(b.admit(t0 + 11s).allowed);
+  // A shorter one than the cool-down changes nothing; a late failure asking for more extends.
+  CHECK_FALSE(b.report(true, false, t0 + 10s, 1s).has_value());
+  CHECK(b.open_until() == t0 + 12s);
+  CHECK_FALSE(b.report(true, false, t0 + 2s, 15s).has_value());
+  CHECK(b.open_until() == t0 + 17s);
+  // A failed probe asking for an hour waits the maximum, not the hour.
+  auto probe = b.admit(t0 + 17s);
+  REQUIRE(probe.probe);
+  CHECK(b.report(true, true, t0 + 17s, 3600s) == breaker_state::open);
+  CHECK(b.open_until() == t0 + 17s + 20s);
+  // Once closed, a Retry-After alone (below the threshold) opens nothing.
+  auto last = b.admit(t0 + 37s);
+  b.report(false, last.probe, t0 + 37s);
+  CHECK_FALSE(b.report(true, false, t0 + 38s, 60s).has_value());
+  CHECK(b.state() == breaker_state::closed);
+}
+
 TEST_CASE("an abandoned probe lets the next call probe") {
   circuit_breaker b(three);
   fail_calls(b, 3, t0);

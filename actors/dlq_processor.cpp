@@ -48,9 +48,10 @@ private:
   /// after domain::database_hold_delay, no retry spent and never FAILED for this (as for events),
   /// `cause` as the revert error.
   void hold_for_database(const item& d, const std::string& cause);
-  /// Carries out the decision after a failed compensation: the retry, or FAILED and the order in
-  /// ATTENTION.
-  void carry_out(const item& d, const domain::next_step& next, const std::string& error);
+  /// Carries out the decision after a failed compensation: the retry, or FAILED (with the `step`
+  /// that failed, for an operator's resolve) and the order in ATTENTION.
+  void carry_out(const item& d, const domain::next_step& next, const std::string& error,
+                 const std::string& step);
   /// The dead-letter repository on a borrowed connection, for one statement.
   persistence::worker_connections::lease<persistence::dlq_repository> repo() {
     return ctx_->db->dlq(tag_);
@@ -93,7 +94,8 @@ void dlq_work::hold_for_database(const item& d, const std::string& cause) {
   }
 }
 
-void dlq_work::carry_out(const item& d, const domain::next_step& next, const std::string& error) {
+void dlq_work::carry_out(const item& d, const domain::next_step& next, const std::string& error,
+                         const std::string& step) {
   const int attempt = d.attempts + 1;
   if (next.what == domain::next_step::kind::retry) {
     if (repo()->retry(d, next.delay, error))
@@ -104,7 +106,7 @@ void dlq_work::carry_out(const item& d, const domain::next_step& next, const std
   if (next.out_of_time)
     log::warn(tag_, "dead letter {}: dlq retryFor spent after {}s of failures, giving up", d.id,
               d.failing_for.count() / 1000);
-  if (repo()->fail(d, error)) {
+  if (repo()->fail(d, error, step)) {
     metrics::global().compensations.inc({{"kind", "dead_letter"}, {"outcome", "failed"}});
     log::error(tag_,
                "order needs attention: compensation of dead letter {} ({} {} {}) failed "
@@ -150,7 +152,7 @@ task<void> dlq_work::compensate(const item& d) {
     auto decision =
         runner_->after_hold(domain::run_kind::compensation, r.destination, d.failing_for, r.hold);
     if (decision.give_up) {
-      carry_out(d, *decision.give_up, r.destination + ".revert: " + r.hold.reason);
+      carry_out(d, *decision.give_up, r.step + ": " + r.hold.reason, r.step);
       co_return;
     }
     if (repo()->postpone(d, decision.delay, held_error(r.hold.reason)))
@@ -175,7 +177,7 @@ task<void> dlq_work::compensate(const item& d) {
   carry_out(d,
             runner_->decide(domain::run_kind::compensation, r.failure, attempt, d.failing_for,
                             r.destination, r.retry_after),
-            r.error);
+            r.error, r.step);
 }
 
 struct dlq_state {

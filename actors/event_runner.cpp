@@ -157,12 +157,14 @@ lease_keeper event_runner::outbox_lease(const persistence::claimed_event& e) {
                         [this, &e, lease] { return repo()->extend_lease(e, lease); });
 }
 
-compensation_result compensation_result::stopped(const not_called& why, std::string destination) {
+compensation_result compensation_result::stopped(const not_called& why, std::string destination,
+                                                 std::string step) {
   compensation_result out;
   out.what = why.held ? kind::held : kind::lease_lost;
   if (why.held)
     out.hold = *why.held;
   out.destination = std::move(destination);
+  out.step = std::move(step);
   return out;
 }
 
@@ -265,7 +267,8 @@ void event_runner::hold_for_database(const persistence::claimed_event& e,
 }
 
 void event_runner::carry_out(const persistence::claimed_event& e, const domain::next_step& next,
-                             const std::string& error, bool retry_after_given, bool made_call) {
+                             const std::string& error, bool retry_after_given, bool made_call,
+                             const std::string& failed_step) {
   const int attempt = e.attempts + 1;
   const bool cancellation = is_cancellation(e.event_type);
   if (next.what == domain::next_step::kind::retry) {
@@ -283,10 +286,11 @@ void event_runner::carry_out(const persistence::claimed_event& e, const domain::
               e.event_type, e.aggregate_type, e.aggregate_id, e.failing_for.count() / 1000);
   // A cancellation is dead-lettered as FAILED: it is never compensated again, it waits for an
   // operator.
-  auto letter = cancellation
-                    ? repo()->dead_letter(e, reason, error, "FAILED",
-                                          domain::engine_outcome::compensation_failed, made_call)
-                    : repo()->dead_letter(e, reason, error, "PENDING", std::nullopt, made_call);
+  auto letter =
+      cancellation
+          ? repo()->dead_letter(e, reason, error, "FAILED",
+                                domain::engine_outcome::compensation_failed, made_call, failed_step)
+          : repo()->dead_letter(e, reason, error, "PENDING", std::nullopt, made_call);
   if (!letter)
     return lease_lost(e, "dead letter");
   m().events_dead_lettered.inc({{"event_type", e.event_type}, {"reason", reason}});
@@ -303,10 +307,11 @@ void event_runner::carry_out(const persistence::claimed_event& e, const domain::
 }
 
 void event_runner::hold_back(const persistence::claimed_event& e, domain::run_kind run,
-                             const std::string& destination, const destination_gates::hold& hold) {
+                             const std::string& destination, const destination_gates::hold& hold,
+                             const std::string& step) {
   auto decision = after_hold(run, destination, e.failing_for, hold);
   if (decision.give_up)
-    return carry_out(e, *decision.give_up, hold.reason, false, false);
+    return carry_out(e, *decision.give_up, hold.reason, false, false, step);
   if (!repo()->postpone(e, decision.delay, held_error(hold.reason)))
     return lease_lost(e, "hold");
   // A run's first hold is news; the holds that follow it (every few seconds while a circuit
@@ -447,6 +452,7 @@ task<event_runner::step_result> event_runner::call_step(const persistence::claim
   row.destination = name;
   row.fanout_order = static_cast<int>(index);
   row.attempt = attempt;
+  row.run = e.lease_token;
   row.http_method = dest.method;
 
   auto choice = domain::choose_route(dest, payload, previous);
@@ -497,10 +503,11 @@ task<event_runner::step_result> event_runner::call_step(const persistence::claim
   const auto& result = std::get<client::call_result>(call);
   auto outcome = domain::classify(dest.method, result.status);
   // 409 is how APIs with Idempotency-Keys say "a request with this key is still being
-  // processed": after a call of this step that got no answer, it is not a refusal (the step may
-  // well be applied), so it is retried (and a compensation settles it later) instead.
+  // processed": after a call of this step that got no answer (or a run cut off at it), it is not
+  // a refusal (the step may well be applied), so it is retried (and a compensation settles it
+  // later) instead.
   const bool key_in_use = outcome == domain::attempt_outcome::non_retryable &&
-                          result.status == 409 && step_unanswered(e.id, name, attempt);
+                          result.status == 409 && step_may_be_applied(e, name);
   if (key_in_use)
     outcome = domain::attempt_outcome::retryable;
   fill_response(row, result, outcome, domain::credential_values(dest.headers));
@@ -525,11 +532,12 @@ task<event_runner::step_result> event_runner::call_step(const persistence::claim
                         std::move(reopened)};
 }
 
-bool event_runner::step_unanswered(std::int64_t event_id, const std::string& destination,
-                                   int attempt) {
-  auto states = repo()->step_states(event_id, attempt);
-  auto it = states.find(destination);
-  return it != states.end() && it->second.state == domain::step_state::unanswered;
+bool event_runner::step_may_be_applied(const persistence::claimed_event& e,
+                                       const std::string& destination) {
+  const auto& fanout = ctx_.settings.http.fanout.at(e.event_type);
+  auto states = repo()->step_states(e.id); // one borrow of the connection per statement
+  auto interrupted = repo()->interrupted_runs(e.id);
+  return domain::uncertain_step(fanout, states, interrupted) == destination;
 }
 
 void event_runner::lease_lost_before(const persistence::claimed_event& e,
@@ -568,7 +576,7 @@ task<void> event_runner::run_cancellation(const persistence::claimed_event& e) {
     co_return;
   }
   case compensation_result::kind::held: {
-    hold_back(e, domain::run_kind::cancellation, result.destination, result.hold);
+    hold_back(e, domain::run_kind::cancellation, result.destination, result.hold, result.step);
     co_return;
   }
   default:
@@ -589,7 +597,7 @@ task<void> event_runner::run_cancellation(const persistence::claimed_event& e) {
   carry_out(e,
             decide(domain::run_kind::cancellation, result.failure, attempt, e.failing_for,
                    result.destination, result.retry_after),
-            result.error, result.retry_after.has_value());
+            result.error, result.retry_after.has_value(), true, result.step);
 }
 
 task<std::optional<compensation_result>>
@@ -602,9 +610,11 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt,
   auto fanout = s.http.fanout.find(body->event_type);
   if (fanout == s.http.fanout.end())
     co_return std::nullopt;
+  // One borrow of the connection per statement: two in one expression would wait for each other.
+  auto states = repo()->step_states(original_event_id);
+  auto interrupted = repo()->interrupted_runs(original_event_id);
+  auto name = domain::uncertain_step(fanout->second, states, interrupted);
   const int runs = body->attempts.value_or(0);
-  auto name =
-      domain::uncertain_step(fanout->second, repo()->step_states(original_event_id, runs), runs);
   if (!name)
     co_return std::nullopt;
   const auto& dest = s.http.destinations.at(*name);
@@ -628,18 +638,20 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt,
   persistence::claimed_event e{
       original_event_id,   0, body->aggregate_type, body->aggregate_id, body->event_type,
       body->payloads_json, 0};
-  // Numbered after the event's own runs: an answer to this re-send is not the answer the run
-  // that stopped here never got, so a transient one leaves the step uncertain.
+  // Numbered after the event's own attempts and of no run of it (`e` has no lease token): an
+  // answer to this re-send is not the answer the interrupted run never got, so a transient one
+  // leaves the step uncertain.
   auto step = co_await call_step(e, index, *name, payloads, previous, runs + attempt, keep_lease);
   if (step.not_made)
-    co_return compensation_result::stopped(*step.not_made, *name);
+    co_return compensation_result::stopped(*step.not_made, *name, *name);
   co_await record(step.row);
   if (step.reopened) // a failed probe: held back with the others, as for any call
-    co_return compensation_result::stopped(not_called{std::move(step.reopened)}, *name);
+    co_return compensation_result::stopped(not_called{std::move(step.reopened)}, *name, *name);
   if (step.outcome != domain::attempt_outcome::retryable)
     co_return std::nullopt; // applied (now reverted with the rest) or refused for good
   compensation_result out;
   out.destination = *name;
+  out.step = *name;
   out.what = compensation_result::kind::failed;
   out.failure = domain::attempt_outcome::retryable;
   out.error = *name + " (re-sent to settle an unanswered call): " + step.error;
@@ -679,6 +691,7 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
     out.destination = step.destination;
     auto fail = [&](domain::attempt_outcome outcome, const std::string& why) {
       out.what = compensation_result::kind::failed;
+      out.step = row.destination;
       out.failure = outcome;
       out.error = row.destination + ": " + why;
       return out;
@@ -744,7 +757,7 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
     std::optional<destination_gates::hold> reopened;
     auto sent = co_await call_through_gate(step.destination, req, keep_lease, reopened);
     if (auto* why = std::get_if<not_called>(&sent))
-      co_return compensation_result::stopped(*why, step.destination);
+      co_return compensation_result::stopped(*why, step.destination, row.destination);
     const auto& result = std::get<client::call_result>(sent);
     auto outcome = domain::classify(req.method, result.status);
     fill_response(row, result, outcome, domain::credential_values(dest->second.headers));
@@ -753,7 +766,8 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
               aggregate_type, aggregate_id, row_event_type, step.destination, req.method,
               row.endpoint_url, answer_text(result), attempt);
     if (reopened) // as for a forward call: held back with the others, no retry spent
-      co_return compensation_result::stopped(not_called{std::move(reopened)}, step.destination);
+      co_return compensation_result::stopped(not_called{std::move(reopened)}, step.destination,
+                                             row.destination);
     if (outcome != domain::attempt_outcome::success) {
       (void)fail(outcome, *row.error_message);
       out.retry_after = domain::parse_retry_after(result.retry_after, now_unix_ms());

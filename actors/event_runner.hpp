@@ -60,12 +60,16 @@ struct compensation_result {
   domain::attempt_outcome failure = domain::attempt_outcome::non_retryable;
   std::string error;       // "<destination>.revert: <why>" for failures
   std::string destination; // for `failed` and `held`: the destination whose revert stopped it
+  /// For `failed` and `held`: the step that stopped it, "<destination>.revert", or the
+  /// destination whose settling re-send did.
+  std::string step;
   std::optional<std::chrono::milliseconds> retry_after;
   destination_gates::hold hold; // for `held`
   int reverted = 0;
 
-  /// A compensation stopped before a call to `destination`.
-  static compensation_result stopped(const not_called& why, std::string destination);
+  /// A compensation stopped before a call of `step` to `destination`.
+  static compensation_result stopped(const not_called& why, std::string destination,
+                                     std::string step);
 };
 
 class event_runner {
@@ -86,10 +90,12 @@ public:
   /// throws but for a lost connection.
   void hold_for_database(const persistence::claimed_event& e, const std::string& cause);
   /// Carries out the decision after a failed run of `e`: schedules the retry or dead-letters it
-  /// (a cancellation as FAILED, for an operator), counting and logging it. `made_call` false: the
-  /// run made no call (held back past its retryFor), and does not count as one.
+  /// (a cancellation as FAILED, for an operator, with the step its compensation could not get
+  /// done: `failed_step`), counting and logging it. `made_call` false: the run made no call (held
+  /// back past its retryFor), and does not count as one.
   void carry_out(const persistence::claimed_event& e, const domain::next_step& next,
-                 const std::string& error, bool retry_after_given, bool made_call = true);
+                 const std::string& error, bool retry_after_given, bool made_call = true,
+                 const std::string& failed_step = {});
 
   /// Whether event type `event_type` is a cancellation ("!<type>").
   static bool is_cancellation(const std::string& event_type) {
@@ -168,14 +174,15 @@ private:
                                                                  const lease_keeper& keep_lease);
   /// Holds `e` back (or gives it up when its retryFor is spent).
   void hold_back(const persistence::claimed_event& e, domain::run_kind run,
-                 const std::string& destination, const destination_gates::hold& hold);
+                 const std::string& destination, const destination_gates::hold& hold,
+                 const std::string& step = {});
   /// Appends an attempt row (with the rows of the processor's other runs, see attempt_writer)
   /// and counts it in the metrics; the run goes on once the row is committed.
   task<void> record(const persistence::attempt_row& row);
   void lease_lost(const persistence::claimed_event& e, const char* what);
-  /// Whether a call of `destination` for event `event_id` got no answer (it may have been
-  /// applied), counting runs up to `attempt`.
-  bool step_unanswered(std::int64_t event_id, const std::string& destination, int attempt);
+  /// Whether an earlier run of `e` may have applied `destination` without knowing: a call of it
+  /// got no answer, or a run was cut off at it (domain::uncertain_step).
+  bool step_may_be_applied(const persistence::claimed_event& e, const std::string& destination);
   // Nothing was called under the lost lease, so nothing is dropped.
   void lease_lost_before(const persistence::claimed_event& e, const std::string& destination);
   task<void> run_fanout(const persistence::claimed_event& e);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace outboxd::domain {
 
@@ -37,6 +38,7 @@ struct attempt_columns {
   std::string destination;
   int fanout_order = 0;
   int attempt = 0;
+  std::int64_t run = 0; // the lease token of the event's run that called; 0: a compensation's call
   std::string endpoint_url;
   std::string http_method;
   std::optional<std::string> idempotency_key;
@@ -91,12 +93,12 @@ enum class step_state {
   unanswered, // some attempt got no answer: a timeout or a cut connection
 };
 
-/// A step's attempt rows in short.
+/// A step's attempt rows in short. Runs are named by their lease tokens (each claim takes a
+/// larger one); rows of no run of the event (a compensation's re-sends) count as run 0.
 struct step_history {
   step_state state = step_state::answered;
-  int first_attempt = 0;     // the event attempt of its first row
-  int last_attempt = 0;      // the event attempt of its last row (a success: the run it ended)
-  int attempts_recorded = 0; // distinct attempts of the event's own runs with a row
+  std::optional<std::int64_t> done_in; // the first run with a success (or skip) of it
+  std::vector<std::int64_t> runs;      // the runs with a row of it (run 0 never listed)
 };
 
 } // namespace outboxd::domain

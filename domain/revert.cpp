@@ -10,6 +10,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <limits>
 #include <map>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -318,32 +319,34 @@ expected<revert_call> build_revert(const revert_template& t, const rapidjson::Va
 
 std::optional<std::string> uncertain_step(const std::vector<std::string>& fanout,
                                           const std::map<std::string, step_history>& steps,
-                                          int event_attempts) {
+                                          const std::vector<std::int64_t>& interrupted) {
   constexpr std::string_view revert_suffix = ".revert";
   for (const auto& [name, step] : steps)
     if (name.size() > revert_suffix.size() && name.ends_with(revert_suffix))
       return std::nullopt;
-  int reached_in = 1; // the first event attempt whose run got as far as the current step
-  for (const auto& name : fanout) {
+  auto history = [&](const std::string& name) -> const step_history* {
     auto it = steps.find(name);
-    if (it == steps.end())
-      return name; // stopped here without a row: a crash (or lost row) during its call
-    const auto& step = it->second;
-    switch (step.state) {
-    case step_state::succeeded:
-    case step_state::skipped:
-      reached_in = std::max(reached_in, step.last_attempt);
-      continue;
-    case step_state::refused:
-      return std::nullopt;
-    case step_state::unanswered:
-      return name;
-    case step_state::answered:
-      if (step.attempts_recorded < event_attempts - reached_in + 1)
-        return name; // a run reached it and left no row
-      return std::nullopt;
-    }
-  }
+    return it == steps.end() ? nullptr : &it->second;
+  };
+  // Where run `r` stood: the first step that neither it nor a run before it got done.
+  auto position = [&](std::int64_t r) {
+    return std::find_if(fanout.begin(), fanout.end(), [&](const std::string& name) {
+      const auto* h = history(name);
+      return !h || !h->done_in || *h->done_in > r;
+    });
+  };
+  auto first_open = position(std::numeric_limits<std::int64_t>::max());
+  if (first_open == fanout.end())
+    return std::nullopt;
+  const auto* step = history(*first_open);
+  if (step && step->state == step_state::refused)
+    return std::nullopt;
+  if (step && step->state == step_state::unanswered)
+    return *first_open;
+  for (auto r : interrupted)
+    if (position(r) == first_open &&
+        (!step || std::find(step->runs.begin(), step->runs.end(), r) == step->runs.end()))
+      return *first_open; // cut off there, perhaps in the middle of its call
   return std::nullopt;
 }
 

@@ -62,18 +62,17 @@ expected<revert_call> build_revert(const revert_template& t, const rapidjson::Va
 
 /// The step a compensation must settle before it reverts, if any: the first destination of
 /// `fanout` that neither succeeded nor was skipped, when the remote may have applied it without
-/// outboxd knowing: one of its calls got no answer, or a run of the event that got as far as it
-/// (every run from the one in which the step before it succeeded up to `event_attempts`) left no
-/// row for it (a crash mid-call, or a row lost with the database), or it has no row at all.
-/// Re-sending it with its Idempotency-Key tells: a remote that applied it answers with the stored
-/// result (which is then reverted); one that did not applies it now (and it is reverted). A step
-/// that was refused, or answered with transient errors on every run, is left alone (the answers
-/// to a compensation's own re-sends are not runs: they are numbered after `event_attempts` and
-/// not counted in step_history::attempts_recorded). nullopt too
-/// once `steps` holds any "<destination>.revert": settling comes before the first revert, so it is
-/// done.
+/// outboxd knowing: one of its calls got no answer, or one of the `interrupted` runs (those whose
+/// lease expired: the process died or lost the database) may have been calling it. An interrupted
+/// run was at the first step with no success from it or an earlier run; it was calling it unless
+/// it left a row of it (then it had its answer). Re-sending the step with its Idempotency-Key
+/// tells: a remote that applied it answers with the stored result (which is then reverted); one
+/// that did not applies it now (and it is reverted). A step that was refused, answered with
+/// transient errors only, or never sent (every run that reached it was held back by an open
+/// circuit or a limit, and ended saying so) is left alone. nullopt too once `steps` holds any
+/// "<destination>.revert": settling comes before the first revert, so it is done.
 std::optional<std::string> uncertain_step(const std::vector<std::string>& fanout,
                                           const std::map<std::string, step_history>& steps,
-                                          int event_attempts);
+                                          const std::vector<std::int64_t>& interrupted);
 
 } // namespace outboxd::domain

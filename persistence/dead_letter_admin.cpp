@@ -23,31 +23,40 @@ const std::string attempts_sql = listed_attempts_sql("dead_letter_events", "orig
 // and a PROCESSED one is done.
 const std::string redrive_sql =
     "UPDATE dead_letter_events SET status = 'PENDING', attempts = 0, next_retry_at = NULL, "
-    "failing_since = NULL, "
+    "failing_since = NULL, failed_step = NULL, "
     "resolved_at = NULL, status_changed_at = now() WHERE id = $1 AND status = 'FAILED' "
     "RETURNING "s +
     dead_letter_columns;
 // An operator's resolution of the step that failed (a revert, or the re-send that was to settle a
-// step): the newest unsuccessful row of the event the dead letter compensates (its own, or for a
-// failed cancellation the event it cancels, as the engine picks it), if any.
+// step): the step the compensation recorded as failed, else (a dead letter failed before steps
+// were recorded) the newest failed row the compensation itself wrote: a revert, or a settling
+// re-send (of no run of the event, numbered after its attempts). Forward rows of the fan-out are
+// not candidates: an old transient failure of a step that succeeded later is not what failed.
+// Rows of the event the dead letter compensates: its own, or for a failed cancellation the event
+// it cancels, as the engine picks it.
 const std::string failing_step_sql =
-    "SELECT r.id FROM dead_letter_events d JOIN aggregate_results r ON r.event_id = CASE WHEN "
-    "left(d.event_type, 1) = '!' THEN "s +
-    latest_event_sql("d.aggregate_type", "d.aggregate_id", "substr(d.event_type, 2)") +
-    " ELSE d.original_event_id END WHERE d.id = $1 AND d.status = 'FAILED' AND r.outcome IN "
-    "('retryable', 'non_retryable') ORDER BY r.id DESC LIMIT 1";
-// ... is recorded as that step's revert, skipped (the compensation counts it as done) ...
+    "WITH d AS (SELECT l.failed_step, CASE WHEN left(l.event_type, 1) = '!' THEN "s +
+    latest_event_sql("l.aggregate_type", "l.aggregate_id", "substr(l.event_type, 2)") +
+    " ELSE l.original_event_id END AS event_id FROM dead_letter_events l WHERE l.id = $1 AND "
+    "l.status = 'FAILED') "
+    "SELECT d.event_id, coalesce(d.failed_step, (SELECT r.destination FROM aggregate_results r "
+    "WHERE r.event_id = d.event_id AND r.outcome IN ('retryable', 'non_retryable') AND "
+    "(r.destination LIKE '%.revert' OR (r.lease_token IS NULL AND r.attempt > coalesce((SELECT "
+    "e.attempts FROM outbox_events e WHERE e.id = d.event_id), 0))) ORDER BY r.id DESC LIMIT 1)) "
+    "FROM d";
+// ... is recorded as that step's revert, skipped (the compensation counts it as done), with the
+// event's columns from one of its rows ...
 const std::string settle_step_sql =
     "INSERT INTO aggregate_results (event_id, aggregate_type, aggregate_id, event_type, "
     "destination, fanout_order, attempt, endpoint_url, http_method, outcome, error_message) "
-    "SELECT event_id, aggregate_type, aggregate_id, event_type, CASE WHEN destination LIKE "
-    "'%.revert' THEN destination ELSE destination || '.revert' END, fanout_order, attempt, "
-    "endpoint_url, '-', 'skipped', $2 FROM aggregate_results WHERE id = $1";
+    "SELECT event_id, aggregate_type, aggregate_id, event_type, $3, fanout_order, attempt, "
+    "endpoint_url, '-', 'skipped', $4 FROM aggregate_results WHERE event_id = $1 AND "
+    "destination IN ($2, $3) ORDER BY id DESC LIMIT 1";
 // ... and the compensation goes on with the other steps.
 const std::string resume_sql =
     "UPDATE dead_letter_events SET status = 'PENDING', attempts = 0, next_retry_at = NULL, "
-    "failing_since = NULL, revert_error = $2, status_changed_at = now() WHERE id = $1 AND "
-    "status = 'FAILED' RETURNING "s +
+    "failing_since = NULL, failed_step = NULL, revert_error = $2, status_changed_at = now() "
+    "WHERE id = $1 AND status = 'FAILED' RETURNING "s +
     dead_letter_columns;
 // Without a failed step to name: done by hand, nothing left to compensate.
 const std::string resolve_sql =
@@ -107,8 +116,15 @@ domain::redrive_outcome dead_letter_admin::resolve(std::int64_t id, const std::s
       [&](pqxx::work& tx) {
         // The step that failed is settled by the operator; the other applied steps are still
         // reverted, by the dead-letter processor, as after a redrive.
-        if (auto failing = tx.exec_prepared("dlq_admin_failing_step", id); !failing.empty()) {
-          tx.exec_prepared("dlq_admin_settle_step", failing[0][0].as<std::int64_t>(), reason);
+        auto failing = tx.exec_prepared("dlq_admin_failing_step", id);
+        if (!failing.empty() && !failing[0][0].is_null() && !failing[0][1].is_null()) {
+          auto step = failing[0][1].as<std::string>();
+          const std::string revert_suffix = ".revert";
+          auto forward = step.ends_with(revert_suffix)
+                             ? step.substr(0, step.size() - revert_suffix.size())
+                             : step;
+          tx.exec_prepared("dlq_admin_settle_step", failing[0][0].as<std::int64_t>(), forward,
+                           forward + revert_suffix, reason);
           return tx.exec_prepared("dlq_admin_resume", id, reason);
         }
         return tx.exec_prepared("dlq_admin_resolve", id, reason);

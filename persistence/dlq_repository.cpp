@@ -57,6 +57,7 @@ UPDATE dead_letter_events SET lease_expires_at = now() + $3::bigint * interval '
 constexpr const char* fail_sql = R"sql(
 UPDATE dead_letter_events
    SET status = 'FAILED', attempts = attempts + 1, revert_error = $3, status_changed_at = now(),
+       failed_step = nullif($4::text, ''),
        next_retry_at = NULL, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
  WHERE id = $1 AND lease_token = $2)sql";
 
@@ -74,6 +75,7 @@ SELECT id, aggregate_type, aggregate_id, attempts, coalesce(lease_owner, '?')
 constexpr const char* reap_sql = R"sql(
 UPDATE dead_letter_events
    SET status = $2, attempts = attempts + 1, revert_error = $3, next_retry_at = NULL,
+       failed_step = NULL,
        failing_since = coalesce(failing_since, now()), status_changed_at = now(), lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
  WHERE id = $1)sql";
 
@@ -158,9 +160,11 @@ bool dlq_repository::extend_lease(const claimed_dead_letter& d, std::chrono::mil
   return r.affected_rows() == 1;
 }
 
-bool dlq_repository::fail(const claimed_dead_letter& d, const std::string& revert_error) {
+bool dlq_repository::fail(const claimed_dead_letter& d, const std::string& revert_error,
+                          const std::string& failed_step) {
   pqxx::work tx(conn_);
-  if (tx.exec_prepared("dlq_fail", d.id, d.lease_token, revert_error).affected_rows() != 1)
+  if (tx.exec_prepared("dlq_fail", d.id, d.lease_token, revert_error, failed_step)
+          .affected_rows() != 1)
     return false;
   apply_transition(tx, hooks_of(hooks_, d.aggregate_type), d.aggregate_id,
                    domain::engine_outcome::compensation_failed, revert_error);

@@ -57,8 +57,11 @@ public:
                 const std::string& why);
   /// Pushes the lease out; false when the lease was lost.
   bool extend_lease(const claimed_dead_letter& d, std::chrono::milliseconds lease);
-  /// FAILED (waits for an operator), order ATTENTION; false when the lease was lost.
-  bool fail(const claimed_dead_letter& d, const std::string& revert_error);
+  /// FAILED (waits for an operator), order ATTENTION, with the step that could not be done
+  /// ("<destination>.revert", or a destination whose settling failed; empty: unknown); false
+  /// when the lease was lost.
+  bool fail(const claimed_dead_letter& d, const std::string& revert_error,
+            const std::string& failed_step);
 
   /// Hands an interrupted claim back unchanged.
   bool release(const claimed_dead_letter& d);

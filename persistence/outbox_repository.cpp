@@ -38,13 +38,13 @@ const std::string claim_returns = fmt::format(
           coalesce(e.last_error LIKE '{}%', false))sql",
     domain::held_back_prefix);
 
-constexpr int attempt_columns_count = 20;
+constexpr int attempt_columns_count = 21;
 constexpr const char* record_attempt_columns = R"sql(
 INSERT INTO aggregate_results (event_id, aggregate_type, aggregate_id, event_type, destination,
   fanout_order,
   attempt, endpoint_url, http_method, idempotency_key, request_payload, response_status,
   response_payload, response_text, outcome, error_message, duration_ms, response_body,
-  response_content_type, response_truncated))sql";
+  response_content_type, response_truncated, lease_token))sql";
 
 // A claim and an attempt row commit without waiting for the WAL flush (set_config in RETURNING
 // switches synchronous_commit off for the statement's own implicit transaction). The event's
@@ -61,7 +61,8 @@ SELECT DISTINCT ON (destination) destination, fanout_order, endpoint_url,
  ORDER BY destination, id DESC)sql";
 
 // A call without an answer is "unanswered" unless its error says it never left (a definite
-// "not applied", like a transient answer).
+// "not applied", like a transient answer). Runs are named by their lease tokens; a compensation's
+// rows by none (0).
 const std::string step_states_sql = fmt::format(R"sql(
 SELECT destination,
        CASE WHEN bool_or(outcome = 'success') THEN 'succeeded'
@@ -70,11 +71,20 @@ SELECT destination,
             WHEN bool_or(response_status IS NULL
                          AND coalesce(error_message, '') !~ '{}') THEN 'unanswered'
             ELSE 'answered' END,
-       min(attempt), max(attempt), count(DISTINCT attempt) FILTER (WHERE attempt <= $2)
+       min(coalesce(lease_token, 0)) FILTER (WHERE outcome IN ('success', 'skipped')),
+       array_to_string(array_agg(DISTINCT lease_token) FILTER (WHERE lease_token IS NOT NULL), ',')
   FROM aggregate_results
  WHERE event_id = $1
  GROUP BY destination)sql",
                                                 domain::never_sent_errors);
+
+constexpr const char* interrupted_sql =
+    "SELECT array_to_string(interrupted_leases, ',') FROM outbox_events WHERE id = $1";
+
+// A run cut off: its lease expired before it said how it ended.
+constexpr const char* mark_interrupted_sql = R"sql(
+UPDATE outbox_events SET interrupted_leases = array_append(interrupted_leases, lease_token)
+ WHERE id = $1)sql";
 
 constexpr const char* body_sql = R"sql(
 (SELECT aggregate_type, aggregate_id, event_type, payloads::text, attempts FROM outbox_events
@@ -142,9 +152,9 @@ WITH done AS (UPDATE outbox_events
  WHERE id = $1 AND lease_token = $2
 RETURNING id, aggregate_type, aggregate_id, event_type, payloads),
 letter AS (INSERT INTO dead_letter_events (original_event_id, aggregate_type, aggregate_id,
-  event_type, payloads, reason, last_error, status, resolved_at)
+  event_type, payloads, reason, last_error, status, resolved_at, failed_step)
 SELECT id, aggregate_type, aggregate_id, event_type, payloads, $4::text, $3::text, $5::text,
-       CASE WHEN $5::text = 'PENDING' THEN NULL ELSE now() END
+       CASE WHEN $5::text = 'PENDING' THEN NULL ELSE now() END, nullif($7::text, '')
   FROM done
 RETURNING id))sql";
 
@@ -178,8 +188,8 @@ SELECT ceil(extract(epoch FROM min(next_retry_at) - now()) * 1000)::bigint
 
 const std::string latest_event = "SELECT " + latest_event_sql("$1", "$2", "$3");
 
-/// The attempt rows' INSERT with `rows` rows of 19 values each, bound to parameters $first,
-/// $first+1, ... row after row.
+/// The attempt rows' INSERT with `rows` rows of attempt_columns_count values each, bound to
+/// parameters $first, $first+1, ... row after row.
 std::string insert_attempt_sql(int first, std::size_t rows = 1) {
   std::string sql = record_attempt_columns;
   sql += " VALUES ";
@@ -218,7 +228,7 @@ template <class T> param to_param(const T& v) {
   return pqxx::to_string(v);
 }
 
-/// Appends the 19 parameters of attempt row `a`, in the order of record_attempt_columns.
+/// Appends the parameters of attempt row `a`, in the order of record_attempt_columns.
 void add_attempt_params(std::vector<param>& out, const attempt_row& a) {
   out.push_back(to_param(a.event_id));
   out.push_back(a.aggregate_type);
@@ -240,6 +250,7 @@ void add_attempt_params(std::vector<param>& out, const attempt_row& a) {
   out.push_back(bytea_param(a.response_body));
   out.push_back(a.response_content_type);
   out.push_back(to_param(a.response_truncated));
+  out.push_back(a.run ? to_param(a.run) : std::nullopt);
 }
 
 bool is_cancellation(const std::string& event_type) {
@@ -273,6 +284,8 @@ outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks
   conn_.prepare("outbox_postpone", postpone_sql);
   conn_.prepare("outbox_held_due", held_due_sql);
   conn_.prepare("outbox_step_states", step_states_sql);
+  conn_.prepare("outbox_interrupted", interrupted_sql);
+  conn_.prepare("outbox_mark_interrupted", mark_interrupted_sql);
   conn_.prepare("outbox_body", body_sql);
   conn_.prepare("outbox_release", release_sql);
   conn_.prepare("outbox_expired", expired_sql);
@@ -332,20 +345,43 @@ std::vector<stored_success> outbox_repository::successes(std::int64_t event_id) 
   return out;
 }
 
-std::map<std::string, domain::step_history> outbox_repository::step_states(std::int64_t event_id,
-                                                                           int event_attempts) {
+namespace {
+
+/// The numbers of "1,2,3" (NULL: none).
+std::vector<std::int64_t> numbers_of(const pqxx::field& f) {
+  std::vector<std::int64_t> out;
+  if (f.is_null())
+    return out;
+  std::string_view text = f.c_str();
+  while (!text.empty()) {
+    auto comma = std::min(text.find(','), text.size());
+    out.push_back(std::stoll(std::string(text.substr(0, comma))));
+    text.remove_prefix(std::min(comma + 1, text.size()));
+  }
+  return out;
+}
+
+} // namespace
+
+std::map<std::string, domain::step_history> outbox_repository::step_states(std::int64_t event_id) {
   pqxx::read_transaction tx(conn_);
   std::map<std::string, domain::step_history> out;
-  for (const auto& r : tx.exec_prepared("outbox_step_states", event_id, event_attempts)) {
+  for (const auto& r : tx.exec_prepared("outbox_step_states", event_id)) {
     auto state = r[1].as<std::string>();
     out[r[0].as<std::string>()] = {state == "succeeded"    ? domain::step_state::succeeded
                                    : state == "skipped"    ? domain::step_state::skipped
                                    : state == "refused"    ? domain::step_state::refused
                                    : state == "unanswered" ? domain::step_state::unanswered
                                                            : domain::step_state::answered,
-                                   r[2].as<int>(), r[3].as<int>(), r[4].as<int>()};
+                                   optional_field<std::int64_t>(r[2]), numbers_of(r[3])};
   }
   return out;
+}
+
+std::vector<std::int64_t> outbox_repository::interrupted_runs(std::int64_t event_id) {
+  pqxx::read_transaction tx(conn_);
+  auto r = tx.exec_prepared("outbox_interrupted", event_id);
+  return r.empty() ? std::vector<std::int64_t>{} : numbers_of(r[0][0]);
 }
 
 std::optional<event_body> outbox_repository::body_of(std::int64_t event_id) {
@@ -468,20 +504,22 @@ long long outbox_repository::make_held_due(const std::string& held_prefix) {
 std::optional<std::int64_t>
 outbox_repository::dead_letter(const claimed_event& e, const std::string& reason,
                                const std::string& error, const std::string& dlq_status,
-                               std::optional<domain::engine_outcome> outcome, bool counts_run) {
+                               std::optional<domain::engine_outcome> outcome, bool counts_run,
+                               const std::string& failed_step) {
   pqxx::nontransaction tx(conn_);
-  return dead_letter_in(tx, e, reason, error, dlq_status, outcome, counts_run);
+  return dead_letter_in(tx, e, reason, error, dlq_status, outcome, counts_run, failed_step);
 }
 
 std::optional<std::int64_t>
 outbox_repository::dead_letter_in(pqxx::transaction_base& tx, const claimed_event& e,
                                   const std::string& reason, const std::string& error,
                                   const std::string& dlq_status,
-                                  std::optional<domain::engine_outcome> outcome, bool counts_run) {
+                                  std::optional<domain::engine_outcome> outcome, bool counts_run,
+                                  const std::string& failed_step) {
   const auto& statement = finishing("dead_letter", dead_letter_sql, e.aggregate_type, outcome, 3, 0,
                                     0, "count(*), (SELECT max(id) FROM letter)");
   auto r = tx.exec_prepared1(statement, e.id, e.lease_token, error, reason, dlq_status,
-                             counts_run ? 1 : 0);
+                             counts_run ? 1 : 0, failed_step);
   return optional_field<std::int64_t>(r[1]);
 }
 
@@ -527,6 +565,7 @@ reaped outbox_repository::reap_expired(int max_retries, const reap_guard& may_re
       if (!in_savepoint(
               tx,
               [&] {
+                tx.exec_prepared0("outbox_mark_interrupted", e.id);
                 dead_letter_in(tx, e, cancellation ? "CANCELLATION_FAILED" : "MAX_RETRIES_EXCEEDED",
                                error, cancellation ? "FAILED" : "PENDING",
                                cancellation
@@ -543,7 +582,12 @@ reaped outbox_repository::reap_expired(int max_retries, const reap_guard& may_re
         out.attention.push_back(
             fmt::format("cancellation event {} ({} {})", e.id, e.aggregate_type, e.aggregate_id));
     } else if (in_savepoint(
-                   tx, [&] { tx.exec_prepared("outbox_reap_back", e.id, error); }, why)) {
+                   tx,
+                   [&] {
+                     tx.exec_prepared0("outbox_mark_interrupted", e.id);
+                     tx.exec_prepared("outbox_reap_back", e.id, error);
+                   },
+                   why)) {
       out.returned.push_back(e.id);
     } else {
       out.refused.push_back(

@@ -118,10 +118,11 @@ public:
   std::vector<stored_success> successes(std::int64_t event_id);
 
   /// How each destination of `event_id` stands, reverts ("<destination>.revert") included;
-  /// destinations without rows are absent. Runs are counted among the event's own
-  /// `event_attempts`; a compensation's re-sends are numbered after them.
-  std::map<std::string, domain::step_history> step_states(std::int64_t event_id,
-                                                          int event_attempts);
+  /// destinations without rows are absent.
+  std::map<std::string, domain::step_history> step_states(std::int64_t event_id);
+  /// The runs of `event_id` (by lease token) whose lease expired before they ended: the reaper
+  /// took them back, perhaps in the middle of a call. 0: a run before these were recorded.
+  std::vector<std::int64_t> interrupted_runs(std::int64_t event_id);
 
   /// The type and payloads of `event_id`, from the outbox or else from its dead letter.
   std::optional<event_body> body_of(std::int64_t event_id);
@@ -167,7 +168,8 @@ public:
   std::optional<std::int64_t>
   dead_letter(const claimed_event& e, const std::string& reason, const std::string& error,
               const std::string& dlq_status = "PENDING",
-              std::optional<domain::engine_outcome> outcome = std::nullopt, bool counts_run = true);
+              std::optional<domain::engine_outcome> outcome = std::nullopt, bool counts_run = true,
+              const std::string& failed_step = {});
 
   /// Held back without a call (circuit open, a limit reached): PENDING, due after `delay`,
   /// attempts unchanged, `why` as last_error; false when the lease was lost.
@@ -203,7 +205,8 @@ private:
                                              const std::string& reason, const std::string& error,
                                              const std::string& dlq_status,
                                              std::optional<domain::engine_outcome> outcome,
-                                             bool counts_run = true);
+                                             bool counts_run = true,
+                                             const std::string& failed_step = {});
 
   pqxx::connection& conn_;
   hooks_by_type hooks_;

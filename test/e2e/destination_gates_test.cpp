@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <fstream>
@@ -372,6 +373,68 @@ TEST_CASE("an event held back past its retryFor gives up instead of waiting for 
   CHECK(f.remote.request_count() == 1); // the failure that opened the circuit, nothing after
   auto last_error = query_value(f.conninfo, "SELECT last_error FROM dead_letter_events");
   CHECK(last_error == "inventory: circuit open");
+}
+
+TEST_CASE("an order whose runs were all held back by an open circuit fails without a call: "
+          "nothing was sent, so the compensation settles nothing") {
+  gated_fixture f("outboxd_e2e_gates_never_sent",
+                  {"outbox.maxRetries=1000", "http.routes.inventory.retryFor=2s",
+                   "http.routes.inventory.circuitBreaker.failureThreshold=1",
+                   "http.routes.inventory.circuitBreaker.openFor=3s",
+                   "http.routes.inventory.circuitBreaker.maxOpenFor=3s"});
+  f.remote.handle([](const partner::request&) { return unavailable; });
+  auto opened = f.p.create_order(); // its 503 opens the circuit
+  REQUIRE(wait_until([&] { return f.circuit("inventory") == "open"; }, 15s));
+  auto held = f.p.create_order(); // only ever held back
+  f.remote.handle([](const partner::request&) { return reserved; });
+  // Not re-sent to "settle" it (then reverted, or held until the order needed attention).
+  CHECK(f.p.wait_status(held, "FAILED", 20s) == "FAILED");
+  CHECK(f.p.wait_status(opened, "FAILED", 20s) == "FAILED");
+  auto event = query_value(f.conninfo, fmt::format("SELECT id FROM outbox_events WHERE "
+                                                   "aggregate_id = '{}'",
+                                                   held));
+  for (const auto& r : f.remote.requests())
+    CHECK(r.head.find("Idempotency-Key: " + event + ":inventory") == std::string::npos);
+  CHECK(f.sql_number(fmt::format("SELECT count(*) FROM aggregate_results WHERE aggregate_id = '{}'",
+                                 held)) == 0);
+  CHECK(f.p.output().find("may have been applied") == std::string::npos);
+}
+
+TEST_CASE("a run cut off mid-call after a failed probe is settled by its compensation, though "
+          "the probe's row has the same attempt number") {
+  gated_fixture f("outboxd_e2e_gates_cut_off",
+                  {"outbox.maxRetries=1", "outbox.backoff.base=100ms", "outbox.backoff.max=200ms",
+                   "outbox.leaseTimeout=6s", "outbox.reaperInterval=200ms",
+                   "http.routes.inventory.circuitBreaker.failureThreshold=1",
+                   "http.routes.inventory.circuitBreaker.openFor=300ms",
+                   "http.routes.inventory.circuitBreaker.maxOpenFor=300ms"});
+  // 503 to the first call and to the probe after it (both rows say attempt 1 and 2: the probe
+  // spent no retry, so the next run is attempt 2 again); the third call is applied, and its
+  // answer would come after a second, but the process dies first.
+  std::atomic<int> posts{0};
+  f.remote.handle([&](const partner::request& r) {
+    if (r.method == "DELETE")
+      return answer{200, R"({"released":true})"};
+    int n = ++posts;
+    if (n <= 2)
+      return unavailable;
+    auto late = reserved;
+    late.delay = n == 3 ? 1000ms : 0ms;
+    return late;
+  });
+  auto id = f.p.create_order();
+  REQUIRE(wait_until([&] { return posts >= 3; }, 20s));
+  f.p.process().signal(SIGKILL);
+  f.p.restart();
+  // Its lease runs out, the reaper dead-letters it (retries spent), and the compensation re-sends
+  // the call the dead run never heard back from, then reverts it.
+  CHECK(f.p.wait_status(id, "FAILED", 30s) == "FAILED");
+  int releases = 0;
+  for (const auto& r : f.remote.requests())
+    releases += r.method == "DELETE";
+  CHECK(releases == 1);
+  CHECK(posts == 4);
+  CHECK(f.p.output().find("inventory may have been applied") != std::string::npos);
 }
 
 TEST_CASE("a fan-out longer than its lease renews the lease before each call and keeps it") {

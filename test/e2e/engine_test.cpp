@@ -489,6 +489,47 @@ TEST_CASE("a failed cancellation's dead letter lists its reverts, and resolving 
   CHECK(query_value(conninfo, "SELECT status FROM dead_letter_events") == "PROCESSED");
 }
 
+TEST_CASE("resolving a cancellation whose refund was held back past its time budget settles the "
+          "refund, not an old failure of the fan-out") {
+  auto conninfo = fresh_database("outboxd_e2e_resolve_held");
+  outboxd_process p("resolve-held", conninfo,
+                    {"--set", "http.routes.billing.retryFor=2s", "--set",
+                     "http.routes.billing.circuitBreaker.failureThreshold=1", "--set",
+                     "http.routes.billing.circuitBreaker.openFor=8s", "--set",
+                     "http.routes.billing.circuitBreaker.maxOpenFor=8s"});
+  p.wait_ready();
+  // The order's shipping failed once, then went through: its fan-out has a failed row.
+  p.knobs(R"({"shipping.domestic.create":{"failNext":1,"retryAfter":0}})");
+  auto id = p.create_order();
+  REQUIRE(p.wait_status(id, "CONFIRMED") == "CONFIRMED");
+  // Billing goes down: another order's charge opens its circuit, and the refund of the
+  // cancellation is held back until its retryFor is spent, without a call.
+  p.knobs(R"({"billing.charge":{"failureRate":1.0,"failureStatus":503,"retryAfter":0}})");
+  p.create_order();
+  REQUIRE(wait_until(
+      [&] {
+        return p.client().get("/api/outbox/stats").str("/destinations/billing/circuit") == "open";
+      },
+      20s));
+  CHECK(p.client().post("/api/orders/" + std::to_string(id) + "/cancel", "").status == 202);
+  REQUIRE(p.wait_status(id, "ATTENTION", 40s) == "ATTENTION");
+  auto t = p.timeline(id);
+  REQUIRE(t.json["deadLetters"].Size() == 1);
+  const auto dlq = std::to_string(t.num("/deadLetters/0/id"));
+  CHECK(query_value(conninfo, "SELECT failed_step FROM dead_letter_events WHERE id = " + dlq) ==
+        "billing.revert");
+  auto resolved =
+      p.client().post("/api/dlq/" + dlq + "/resolve", R"({"reason":"refunded by hand"})");
+  CHECK(resolved.status == 200);
+  // The refund is the operator's; the shipment and the reservation are still undone.
+  CHECK(p.wait_status(id, "CANCELLED", 30s) == "CANCELLED");
+  auto a = attempts(p.timeline(id));
+  CHECK(count(a, "billing.revert:skipped") == 1);
+  CHECK(count(a, "shipping.revert:skipped") == 0);
+  CHECK(count(a, "shipping.revert:success") == 1);
+  CHECK(count(a, "inventory.revert:success") == 1);
+}
+
 TEST_CASE("with LISTEN/NOTIFY off, the safety poll still delivers every event") {
   outboxd_process p(
       "polling", fresh_database("outboxd_e2e_polling"),

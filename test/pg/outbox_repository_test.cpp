@@ -726,9 +726,10 @@ TEST_CASE_FIXTURE(fixture, "dead letters are claimed with a lease and fenced lik
   auto third = dlq_a.claim("dlq-a", 10, 60s);
   REQUIRE(third.size() == 1);
   CHECK(third[0].attempts == 2);
-  CHECK(dlq_a.fail(third[0], "shipping.revert: HTTP 400"));
-  CHECK(query_value(db(), "SELECT status || ' ' || revert_error FROM dead_letter_events") ==
-        "FAILED shipping.revert: HTTP 400");
+  CHECK(dlq_a.fail(third[0], "shipping.revert: HTTP 400", "shipping.revert"));
+  CHECK(query_value(db(), "SELECT status || ' ' || revert_error || ' ' || failed_step FROM "
+                          "dead_letter_events") == "FAILED shipping.revert: HTTP 400 "
+                                                   "shipping.revert");
 }
 
 TEST_CASE_FIXTURE(fixture, "a dead letter whose lease expires with no retry left is FAILED, and "
@@ -890,19 +891,36 @@ TEST_CASE_FIXTURE(fixture,
   CHECK(count_rows(db(), "aggregate_results") == 1);
 }
 
-TEST_CASE_FIXTURE(fixture,
-                  "step states count the event's own runs, not a compensation's re-sends") {
+TEST_CASE_FIXTURE(fixture, "step states name the runs with a row of each step, and the reaper "
+                           "records the runs it took back: they may have been cut off mid-call") {
   auto id = add_event("10");
-  a.record_attempt(
-      attempt_of(id, "10", "billing", 1, 503, domain::attempt_outcome::retryable)); // run 1
-  // a re-send after the event's 2 runs
-  a.record_attempt(attempt_of(id, "10", "billing", 3, 503, domain::attempt_outcome::retryable));
-  auto states = a.step_states(id, 2);
-  REQUIRE(states.count("billing") == 1);
+  auto first = a.claim("a", 1, 1ms);
+  REQUIRE(first.size() == 1);
+  auto row = attempt_of(id, "10", "inventory", 1, 200, domain::attempt_outcome::success);
+  row.run = first[0].lease_token;
+  a.record_attempt(row);
+  row = attempt_of(id, "10", "billing", 1, 503, domain::attempt_outcome::retryable);
+  row.run = first[0].lease_token;
+  a.record_attempt(row);
+  // A compensation's re-send belongs to no run.
+  a.record_attempt(attempt_of(id, "10", "billing", 2, 503, domain::attempt_outcome::retryable));
+  CHECK(a.interrupted_runs(id).empty());
+  std::this_thread::sleep_for(20ms);
+  REQUIRE(b.reap_expired(3).returned.size() == 1); // cut off: its lease ran out
+  auto second = b.claim("b", 1, 1ms);
+  REQUIRE(second.size() == 1);
+  CHECK(second[0].lease_token > first[0].lease_token);
+  std::this_thread::sleep_for(20ms);
+  REQUIRE(b.reap_expired(1).dead_lettered.size() == 1); // and so is the next, dead-lettered
+  CHECK(a.interrupted_runs(id) ==
+        std::vector<std::int64_t>{first[0].lease_token, second[0].lease_token});
+
+  auto states = a.step_states(id);
+  CHECK(states["inventory"].state == domain::step_state::succeeded);
+  CHECK(states["inventory"].done_in == first[0].lease_token);
   CHECK(states["billing"].state == domain::step_state::answered);
-  CHECK(states["billing"].attempts_recorded == 1);
-  CHECK(states["billing"].last_attempt == 3);
-  CHECK(a.step_states(id, 3)["billing"].attempts_recorded == 2);
+  CHECK_FALSE(states["billing"].done_in.has_value());
+  CHECK(states["billing"].runs == std::vector<std::int64_t>{first[0].lease_token});
 }
 
 TEST_CASE_FIXTURE(fixture, "a call that never left (no connection, no TLS session) leaves its "
@@ -921,7 +939,7 @@ TEST_CASE_FIXTURE(fixture, "a call that never left (no connection, no TLS sessio
   never_sent("shipping", 2,
              "read failed or timed out: timeout, the call's deadline of 5000ms "
              "passed: Operation timed out");
-  auto states = a.step_states(id, 3);
+  auto states = a.step_states(id);
   CHECK(states["billing"].state == domain::step_state::answered);
   CHECK(states["shipping"].state == domain::step_state::unanswered);
 }

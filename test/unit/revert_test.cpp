@@ -583,60 +583,96 @@ TEST_CASE("a revert URL template with a placeholder in the host is refused") {
   CHECK(names(call.err(), "{host}"));
 }
 
-// step_history: {state, first attempt, last attempt, attempts recorded}.
+// Runs are named by their lease tokens (here 10, 20, 30, ...); step_history: {state, the first
+// run with a success of it, the runs with a row of it}.
+namespace {
+step_history done(std::int64_t run) {
+  return {step_state::succeeded, run, {run}};
+}
+} // namespace
+
 TEST_CASE("the step where the fan-out stopped is uncertain when a call of it went unanswered") {
   using enum step_state;
   const std::vector<std::string> fanout{"inventory", "fraudCheck", "shipping", "billing"};
   // Stopped at billing after a timeout: the charge may have been made.
   CHECK(uncertain_step(fanout,
-                       {{"inventory", {succeeded, 1, 1, 1}},
-                        {"fraudCheck", {succeeded, 1, 1, 1}},
-                        {"shipping", {skipped, 1, 1, 1}},
-                        {"billing", {unanswered, 1, 4, 4}}},
-                       4) == "billing");
-  // Stopped at shipping with no row at all (a crash during its first call).
-  CHECK(uncertain_step(fanout,
-                       {{"inventory", {succeeded, 1, 1, 1}}, {"fraudCheck", {succeeded, 1, 1, 1}}},
-                       2) == "shipping");
+                       {{"inventory", done(10)},
+                        {"fraudCheck", done(10)},
+                        {"shipping", {skipped, 10, {10}}},
+                        {"billing", {unanswered, std::nullopt, {10, 20, 30, 40}}}},
+                       {}) == "billing");
 }
 
-TEST_CASE("a run that reached the step and left no row makes it uncertain") {
+TEST_CASE("a run cut off at a step without leaving a row of it makes the step uncertain") {
   using enum step_state;
   const std::vector<std::string> fanout{"inventory", "fraudCheck", "shipping"};
-  // Shipping was reached on attempt 2 (inventory succeeded then); attempts 2 and 4 answered 503,
-  // attempt 3 left no row: the process died during that call.
+  // Run 20 was cut off after fraudCheck succeeded in it, at shipping: no row at all.
+  CHECK(uncertain_step(fanout, {{"inventory", done(10)}, {"fraudCheck", done(20)}}, {20}) ==
+        "shipping");
+  // Cut off before fraudCheck succeeded (in the run after it): it was at fraudCheck, which is
+  // settled; shipping was only reached by run 30, which answered 503.
   CHECK(uncertain_step(fanout,
-                       {{"inventory", {succeeded, 1, 2, 2}},
-                        {"fraudCheck", {succeeded, 2, 2, 1}},
-                        {"shipping", {answered, 2, 4, 2}}},
-                       4) == "shipping");
-  // Every run from 2 to 4 has its 503: nothing was applied.
+                       {{"inventory", done(10)},
+                        {"fraudCheck", {succeeded, 30, {10, 30}}},
+                        {"shipping", {answered, std::nullopt, {30}}}},
+                       {20}) == std::nullopt);
+  // Runs 20 and 40 answered 503 at shipping; 30 was cut off there (its row missing): whatever
+  // the later runs heard, 30's call may have been applied.
   CHECK(uncertain_step(fanout,
-                       {{"inventory", {succeeded, 1, 2, 2}},
-                        {"fraudCheck", {succeeded, 2, 2, 1}},
-                        {"shipping", {answered, 2, 4, 3}}},
-                       4) == std::nullopt);
-  // The run that reached shipping first (3, when fraudCheck succeeded) lost its row with the
-  // database; attempt 4 answered 503. Shipping's own rows start at 4, the gap is before them.
+                       {{"inventory", done(10)},
+                        {"fraudCheck", done(20)},
+                        {"shipping", {answered, std::nullopt, {20, 40}}}},
+                       {30}) == "shipping");
+  // Cut off after its row of shipping was written (its answer, a 503, was in): nothing unknown.
   CHECK(uncertain_step(fanout,
-                       {{"inventory", {succeeded, 1, 2, 2}},
-                        {"fraudCheck", {succeeded, 2, 3, 2}},
-                        {"shipping", {answered, 4, 4, 1}}},
-                       4) == "shipping");
+                       {{"inventory", done(10)},
+                        {"fraudCheck", done(20)},
+                        {"shipping", {answered, std::nullopt, {20, 30}}}},
+                       {30}) == std::nullopt);
+}
+
+TEST_CASE("a step no run sent (held back by an open circuit) is not settled, whatever the "
+          "attempt numbers say") {
+  using enum step_state;
+  const std::vector<std::string> fanout{"inventory", "fraudCheck"};
+  // Every run was held back before inventory: nothing was sent, and none was cut off.
+  CHECK(uncertain_step(fanout, {}, {}) == std::nullopt);
+  // fraudCheck answered 503 in run 10, a probe run 20 answered 503 again (both with the same
+  // attempt number); run 30 was cut off at it: uncertain, though every attempt number has a row.
+  CHECK(uncertain_step(
+            fanout, {{"inventory", done(10)}, {"fraudCheck", {answered, std::nullopt, {10, 20}}}},
+            {30}) == "fraudCheck");
+  CHECK(uncertain_step(
+            fanout, {{"inventory", done(10)}, {"fraudCheck", {answered, std::nullopt, {10, 20}}}},
+            {}) == std::nullopt);
+}
+
+TEST_CASE("runs before they were recorded (run 0) count as cut off at the first unfinished step") {
+  using enum step_state;
+  const std::vector<std::string> fanout{"inventory", "fraudCheck"};
+  // Rows of no run (0): the history from before the upgrade.
+  CHECK(uncertain_step(fanout,
+                       {{"inventory", done(0)}, {"fraudCheck", {answered, std::nullopt, {}}}},
+                       {0}) == "fraudCheck");
+  CHECK(uncertain_step(fanout, {}, {0}) == "inventory");
+  // A definite answer since settles it.
+  CHECK(uncertain_step(fanout,
+                       {{"inventory", done(0)}, {"fraudCheck", {refused, std::nullopt, {30}}}},
+                       {0}) == std::nullopt);
 }
 
 TEST_CASE("a refused step, or one that succeeded, is never settled") {
   using enum step_state;
   const std::vector<std::string> fanout{"inventory", "fraudCheck", "shipping", "billing"};
   CHECK(uncertain_step(fanout,
-                       {{"inventory", {succeeded, 1, 1, 1}}, {"fraudCheck", {refused, 1, 1, 1}}},
-                       1) == std::nullopt);
+                       {{"inventory", done(10)}, {"fraudCheck", {refused, std::nullopt, {10}}}},
+                       {10}) == std::nullopt);
   CHECK(uncertain_step(fanout,
-                       {{"inventory", {succeeded, 1, 1, 1}},
-                        {"fraudCheck", {succeeded, 1, 1, 1}},
-                        {"shipping", {succeeded, 1, 1, 1}},
-                        {"billing", {succeeded, 1, 1, 1}}},
-                       1) == std::nullopt);
+                       {{"inventory", done(10)},
+                        {"fraudCheck", done(10)},
+                        {"shipping", done(10)},
+                        {"billing", done(10)}},
+                       {10}) == std::nullopt);
 }
 
 TEST_CASE("once a revert was attempted, nothing is settled again") {
@@ -644,9 +680,9 @@ TEST_CASE("once a revert was attempted, nothing is settled again") {
   const std::vector<std::string> fanout{"inventory", "shipping", "billing"};
   // The shipping settle succeeded and its revert ran; billing was never called.
   CHECK(uncertain_step(fanout,
-                       {{"inventory", {succeeded, 1, 1, 1}},
-                        {"shipping", {succeeded, 1, 2, 2}},
-                        {"shipping.revert", {succeeded, 1, 1, 1}},
-                        {"inventory.revert", {unanswered, 1, 1, 1}}},
-                       1) == std::nullopt);
+                       {{"inventory", done(10)},
+                        {"shipping", {succeeded, 0, {10}}},
+                        {"shipping.revert", done(0)},
+                        {"inventory.revert", {unanswered, std::nullopt, {}}}},
+                       {10}) == std::nullopt);
 }

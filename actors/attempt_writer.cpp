@@ -4,6 +4,7 @@
 
 #include "persistence/connection_pool.hpp"
 
+#include <algorithm>
 #include <pqxx/except>
 
 namespace outboxd::actors {
@@ -20,28 +21,34 @@ attempt_writer::~attempt_writer() {
 
 std::vector<std::exception_ptr> attempt_writer::write(const std::vector<waiting>& batch) {
   std::vector<std::exception_ptr> errors(batch.size());
-  std::vector<const persistence::attempt_row*> rows;
-  rows.reserve(batch.size());
-  for (const auto& w : batch)
-    rows.push_back(w.row);
-  try {
-    db_.outbox(who_)->record_attempts(rows);
-    return errors;
-  } catch (const pqxx::failure& e) {
-    // A refused row would fail the whole statement: written one by one, it fails only its run.
-    if (persistence::is_connection_loss(e) || batch.size() == 1) {
-      std::fill(errors.begin(), errors.end(), std::current_exception());
+  constexpr auto chunk = persistence::outbox_repository::max_rows_per_insert;
+  // One statement (one commit) per chunk: when one fails, those before it are in, and only its
+  // own rows are written again.
+  for (std::size_t first = 0; first < batch.size(); first += chunk) {
+    const auto last = std::min(batch.size(), first + chunk);
+    std::vector<const persistence::attempt_row*> rows;
+    rows.reserve(last - first);
+    for (auto i = first; i < last; ++i)
+      rows.push_back(batch[i].row);
+    try {
+      db_.outbox(who_)->record_attempts(rows);
+      continue;
+    } catch (const pqxx::failure& e) {
+      // A refused row fails the whole statement: written one by one, it fails only its run.
+      if (persistence::is_connection_loss(e) || rows.size() == 1) {
+        std::fill(errors.begin() + first, errors.end(), std::current_exception());
+        return errors;
+      }
+    } catch (...) {
+      std::fill(errors.begin() + first, errors.end(), std::current_exception());
       return errors;
     }
-  } catch (...) {
-    std::fill(errors.begin(), errors.end(), std::current_exception());
-    return errors;
-  }
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    try {
-      db_.outbox(who_)->record_attempt(*batch[i].row);
-    } catch (...) {
-      errors[i] = std::current_exception();
+    for (auto i = first; i < last; ++i) {
+      try {
+        db_.outbox(who_)->record_attempt(*batch[i].row);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
     }
   }
   return errors;

@@ -149,6 +149,30 @@ TEST_CASE("a row the database refuses fails only its own run; the others' rows c
                           "aggregate_results") == "1,3");
 }
 
+TEST_CASE("a row refused in a later statement of a large flush: the statements before it are not "
+          "written twice") {
+  truncate_all(db());
+  runs r;
+  // More rows than one statement takes; the refused one is in the second statement.
+  const int n = static_cast<int>(persistence::outbox_repository::max_rows_per_insert) + 10;
+  const int bad_one = n - 3;
+  for (int i = 1; i <= n; ++i) {
+    auto row = row_of(i, "inventory");
+    if (i == bad_one)
+      row.request_payload_json = "{not json";
+    r.spawn({row});
+  }
+  r.driver.drive(0ms);
+  for (int i = 1; i <= n; ++i) {
+    CAPTURE(i);
+    CHECK(static_cast<bool>(r.errors[i - 1]) == (i == bad_one));
+  }
+  // One row per run that went on, none twice.
+  CHECK(count_rows(db(), "aggregate_results") == n - 1);
+  CHECK(query_value(db(), "SELECT count(DISTINCT event_id) FROM aggregate_results") ==
+        std::to_string(n - 1));
+}
+
 TEST_CASE("runs cancelled while their rows wait are dropped with the rows unwritten") {
   truncate_all(db());
   runs r;

@@ -1063,6 +1063,8 @@ private:
     integer(o, "maxConnectionsPerClient", s.max_connections_per_client, 1, 1000000);
     if (const Value* v = o.get("allowedOrigins"))
       read_origins(*v, o.path("allowedOrigins"), s.allowed_origins);
+    if (const Value* v = o.get("allowedHosts"))
+      read_hosts(*v, o.path("allowedHosts"), s.allowed_hosts);
     section(o, "tls", [&](object_reader& r) {
       bool usable = pem_file(r, "certFile", s.tls.cert_file);
       usable = pem_file(r, "keyFile", s.tls.key_file) && usable;
@@ -1107,6 +1109,25 @@ private:
                          "\"http://localhost:3000\" (scheme, host, optional port; no path, no "
                          "wildcard), got {}",
                          at, show(v[i])));
+      else
+        out.emplace_back(lowercase(text));
+    }
+  }
+
+  void read_hosts(const Value& v, const std::string& path, std::vector<std::string>& out) {
+    if (!v.IsArray()) {
+      fail(fmt::format("{} must be an array of host names like [\"outboxd\"], got {} (set "
+                       "OUTBOXD_SERVER_ALLOWEDHOSTS to a JSON array)",
+                       path, show(v)));
+      return;
+    }
+    for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
+      std::string_view text = v[i].IsString() ? string_of(v[i]) : std::string_view();
+      // A bracketed IPv6 address passes is_host_name_or_address; addresses are always allowed.
+      if (!is_host_name_or_address(text) || text.find(':') != std::string_view::npos)
+        fail(fmt::format("{} must be a host name like \"outboxd\" or \"outboxd.example.com\" (no "
+                         "scheme, port, path or wildcard), got {}",
+                         index_path(path, i), show(v[i])));
       else
         out.emplace_back(lowercase(text));
     }

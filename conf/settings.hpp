@@ -29,6 +29,7 @@ struct server_settings {
   int max_connections = 512;                // open connections; over it the oldest idle is shed
   int max_connections_per_client = 256;     // open connections from one client address
   std::vector<std::string> allowed_origins; // origins a browser may call from besides the API's own
+  std::vector<std::string> allowed_hosts;   // names a request without a token may use in Host
   struct {
     std::string cert_file;      // PEM; set with key_file, the listener speaks HTTPS only
     std::string key_file;       // PEM

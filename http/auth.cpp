@@ -90,8 +90,10 @@ access_policy::access_policy(const conf::auth_settings& auth, const std::string&
 }
 
 access_policy policy_of(const conf::settings& settings) {
-  return {
-      settings.auth, settings.admin.token, settings.server.allowed_origins, {settings.server.host}};
+  std::vector<std::string> names{settings.server.host};
+  names.insert(names.end(), settings.server.allowed_hosts.begin(),
+               settings.server.allowed_hosts.end());
+  return {settings.auth, settings.admin.token, settings.server.allowed_origins, std::move(names)};
 }
 
 std::optional<conf::role> access_policy::role_needed(access needed) const {
@@ -115,7 +117,7 @@ void access_policy::authorize(const httplib::Request& req, access needed) const 
   if (!role)
     return;
   if (!enforcing())
-    return check_host(req);
+    return check_anonymous(req);
   auto header = req.get_header_value("Authorization");
   if (header.empty()) {
     if (!auth_.allow_anonymous)
@@ -128,7 +130,7 @@ void access_policy::authorize(const httplib::Request& req, access needed) const 
                       fmt::format("requests without a token have role {}; this route needs a "
                                   "token of role {} or above: send 'Authorization: Bearer <token>'",
                                   name_of(auth_.anonymous_role), name_of(*role)));
-    return check_host(req);
+    return check_anonymous(req);
   }
   auto token = bearer_token(header);
   if (!token)
@@ -150,10 +152,7 @@ void access_policy::authorize(const httplib::Request& req, access needed) const 
                                 name_of(match->granted), name_of(*role)));
 }
 
-void access_policy::check_host(const httplib::Request& req) const {
-  if (!req.has_header("Origin") && !req.has_header("Sec-Fetch-Site") &&
-      !req.has_header("Sec-Fetch-Mode"))
-    return;
+void access_policy::check_anonymous(const httplib::Request& req) const {
   // A page of another site cannot read the answer, but its <img> or <script> still makes the
   // request, and an expensive one (a consistency check over a million orders) costs all the
   // same. Without tokens, only this server's own pages and the allowed origins call the API.
@@ -164,8 +163,26 @@ void access_policy::check_host(const httplib::Request& req) const {
     throw api_error(error_kind::forbidden,
                     "a web page of another site may not call here without a token; list its "
                     "origin in server.allowedOrigins to let it");
+  check_host(req);
+}
+
+void access_policy::check_host(const httplib::Request& req) const {
+  check_host_as(req, "a request without a token");
+}
+
+void access_policy::check_browser_host(const httplib::Request& req) const {
+  bool browser = req.has_header("Origin");
+  for (const auto& [name, value] : req.headers)
+    browser = browser || lowercase(name).starts_with("sec-fetch-");
+  if (browser)
+    check_host_as(req, "a web page calling the simulated services");
+}
+
+void access_policy::check_host_as(const httplib::Request& req,
+                                  std::string_view refused_what) const {
+  // Browsers always send Host; a request without one (HTTP/1.0) cannot come from a rebound page.
   const auto name = lowercase(host_name(req.get_header_value("Host")));
-  if (is_address(name) || name == "localhost" ||
+  if (name.empty() || is_address(name) || name == "localhost" ||
       (name.size() > 10 && name.compare(name.size() - 10, 10, ".localhost") == 0) ||
       std::find(server_names_.begin(), server_names_.end(), name) != server_names_.end())
     return;
@@ -175,11 +192,11 @@ void access_policy::check_host(const httplib::Request& req) const {
       return;
   }
   throw api_error(error_kind::forbidden,
-                  fmt::format("a web page may call here without a token only by this server's "
-                              "address, localhost or server.host, not '{}' (a page of another "
-                              "site can be behind any other name); list its origin in "
-                              "server.allowedOrigins to serve it",
-                              name.substr(0, 200)));
+                  fmt::format("{} must name this server by an IP address, localhost, server.host "
+                              "or a name in server.allowedHosts, not '{}' (a web page of another "
+                              "site can point any other name at this machine: DNS rebinding); "
+                              "list the name in server.allowedHosts to allow it",
+                              refused_what, name.substr(0, 200)));
 }
 
 bool access_policy::origin_allowed(const httplib::Request& req, std::string_view origin) const {

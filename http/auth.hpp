@@ -34,8 +34,8 @@ class access_policy {
 public:
   access_policy() = default;
   /// `admin_token` (plain text, may be empty) is accepted as one more admin token;
-  /// `server_names` are the host names this server answers to (server.host), besides its
-  /// addresses and localhost.
+  /// `server_names` are the host names this server answers to (server.host and
+  /// server.allowedHosts), besides its addresses, localhost and the allowed origins' hosts.
   access_policy(const conf::auth_settings& auth, const std::string& admin_token,
                 std::vector<std::string> allowed_origins,
                 std::vector<std::string> server_names = {});
@@ -44,10 +44,17 @@ public:
   bool enforcing() const { return !tokens_.empty(); }
 
   /// Throws api_error: unauthorized (401) without a valid token where one is needed, forbidden
-  /// (403) when the token's role is below `needed`, or when a browser asks without a token by a
-  /// name that is not this server's (check_host). Every wrong token, whatever its length, costs
-  /// one SHA-256 and one constant-time comparison with each configured digest.
+  /// (403) when the token's role is below `needed`, when a request without a token names this
+  /// server by a name that is not its own (check_host), or when a page of another site makes a
+  /// browser send it without a token. Open routes are not checked at all. Every wrong token,
+  /// whatever its length, costs one SHA-256 and one constant-time comparison with each
+  /// configured digest.
   void authorize(const httplib::Request& req, access needed) const;
+
+  /// For a route open to other servers by any name (the simulated partners): throws forbidden
+  /// (403) when a browser sends the request (it carries Origin or Sec-Fetch-*) and check_host
+  /// refuses its Host. Server-to-server calls carry neither and pass.
+  void check_browser_host(const httplib::Request& req) const;
 
   /// For a state-changing request: throws forbidden (403) when it comes from a web page of a
   /// foreign origin, and, for a POST when `needs_json` (outboxd's own API),
@@ -56,11 +63,12 @@ public:
   /// only allowed origins pass.
   void check_forgery(const httplib::Request& req, bool needs_json) const;
 
-  /// For a request a browser sends without a token: throws forbidden (403) unless its Host names
-  /// this server by an IP address, localhost, a server name or the host of an allowed origin. A
-  /// page of another site whose name was pointed at this machine (DNS rebinding) is same-origin
-  /// in the browser's eyes and sends no Origin for a read; its Host gives it away. Clients that
-  /// are not browsers (no Origin, no Sec-Fetch-*) may use any name.
+  /// For a request served without a token: throws forbidden (403) unless its Host names this
+  /// server by an IP address, localhost (or *.localhost), a server name or the host of an
+  /// allowed origin; a request without a Host (HTTP/1.0) passes. A page of another site whose
+  /// name was pointed at this machine (DNS rebinding) is same-origin in the browser's eyes and,
+  /// over plain HTTP, sends neither Origin nor Sec-Fetch-* for a read; only its Host gives it
+  /// away, so every request is judged by it, browser or not.
   void check_host(const httplib::Request& req) const;
 
   /// Whether a browser page of `origin` may call (same origin as `req`, or configured).
@@ -68,6 +76,10 @@ public:
 
 private:
   std::optional<conf::role> role_needed(access needed) const;
+  /// check_host, after refusing what a page of another site makes a browser send.
+  void check_anonymous(const httplib::Request& req) const;
+  /// check_host, its refusal saying `refused_what` ("a request without a token").
+  void check_host_as(const httplib::Request& req, std::string_view refused_what) const;
 
   conf::auth_settings auth_;
   std::vector<conf::token_settings> tokens_; // auth.tokens and admin.token
@@ -76,7 +88,7 @@ private:
 };
 
 /// The access policy `settings` configure (auth.*, admin.token, server.allowedOrigins,
-/// server.host).
+/// server.host, server.allowedHosts).
 access_policy policy_of(const conf::settings& settings);
 
 } // namespace outboxd::http

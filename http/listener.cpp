@@ -321,6 +321,11 @@ void listener::route(std::string_view method, std::string path, route_kind kind,
     if (kind != route_kind::static_file)
       res.set_header("Cache-Control", "no-store");
     policy_.authorize(req, needs);
+    // The simulated partners are open to outboxd's calls by any name (it reaches a standalone
+    // simulator by its service name), but a rebound page could use up the Idempotency-Keys of
+    // future orders: a browser's request must name this server.
+    if (kind == route_kind::simulated_service)
+      policy_.check_browser_host(req);
     if (changes_state(req.method))
       policy_.check_forgery(req, kind == route_kind::api);
     run(req, res);

@@ -71,9 +71,10 @@ public:
   /// `{name}` segment matches one path segment and is captured (req.matches[1], [2], ...); the
   /// rest of the path is literal. Routes of one method are tried in registration order and the
   /// first whose path matches wins. Before `handle` runs, the caller must have what `needs`
-  /// says (else 401/403), and a state-changing request must pass the forgery checks (API routes
-  /// also the content-type rule). Register before start(); throws std::logic_error for another
-  /// method.
+  /// says (else 401/403), a browser's request to a simulated service must name this server
+  /// (access_policy::check_browser_host), and a state-changing request must pass the forgery
+  /// checks (API routes also the content-type rule). Register before start(); throws
+  /// std::logic_error for another method.
   void route(std::string_view method, std::string path, route_kind kind, access needs,
              route_handler handle);
 

@@ -39,6 +39,7 @@ sim=$suffix-simulator
 remember container "$sim"
 quiet podman run -d --name "$sim" --network "$network" --network-alias simulator -p 127.0.0.1::9100 \
   -e OUTBOXD_AUTH_ALLOWANONYMOUS=true -e OUTBOXD_AUTH_ANONYMOUSROLE=admin \
+  -e 'OUTBOXD_SERVER_ALLOWEDHOSTS=["simulator"]' \
   "$outboxd_image" simulator --port 9100 >/dev/null
 simulator="http://$(podman port "$sim" 9100/tcp)"
 database=(-e DATABASE_URL="$database_url"

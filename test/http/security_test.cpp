@@ -9,6 +9,7 @@
 #include "test/http/served_server.hpp"
 #include "test/support/http_client.hpp"
 #include "test/support/raw_http.hpp"
+#include "test/support/test_db.hpp"
 
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
@@ -30,6 +31,8 @@ std::string hex_sha256(const std::string& token) {
     out += fmt::format("{:02x}", byte);
   return out;
 }
+
+const lazy_database db("outboxd_http_security");
 
 const char* read_token = "read-token-7f3a";
 const char* write_token = "write-token-91cc";
@@ -464,14 +467,16 @@ TEST_CASE("a browser without a token must name this server by address, localhost
   CHECK(rebound.body.find("not 'attacker.example'") != std::string::npos);
   CHECK(get("attacker.example:" + p, "Origin: http://attacker.example:" + p + "\r\n").status ==
         403);
-  // The server's own names, and clients that are not browsers, pass (503: no database here).
+  // The server's own names pass (503: no database here).
   for (const std::string& host :
        {"127.0.0.1:" + p, "localhost:" + p, "[::1]:" + p, std::string("LocalHost"),
         "ui.localhost:" + p, std::string("ops.example.com")}) {
     CAPTURE(host);
     CHECK(get(host, same_origin).status == 503);
   }
-  CHECK(get("outboxd.internal:" + p, "").status == 503);
+  // Without a token, a client that is not a browser is judged by its Host as well: over plain
+  // HTTP a rebound page's read carries no browser marker at all.
+  CHECK(get("outboxd.internal:" + p, "").status == 403);
   // A page of another site that makes the browser fetch a route (an <img>, a <script>): it
   // cannot read the answer, but the work would be done; an allowed origin's fetch passes.
   for (const char* site : {"cross-site", "same-site"}) {
@@ -499,4 +504,149 @@ TEST_CASE("with tokens, a browser's token is what counts, whatever the name") {
                      "same-origin\r\nAuthorization: Bearer {}\r\n\r\n",
                      read_token));
   CHECK(c.read_response(std::chrono::seconds(5)).status == 503);
+}
+
+// DNS rebinding over plain HTTP: a page of http://rebind.attacker.test:PORT whose name now points
+// at this machine calls fetch('/api/orders'). The browser sends no Origin (same-origin GET) and
+// no Sec-Fetch-* (not a potentially trustworthy URL): only the Host names the page's site.
+namespace {
+
+const std::string rebinding_customer = "C-rebind-secret";
+
+/// A served server over the test database, with one order in it.
+struct rebinding_target {
+  explicit rebinding_target(std::vector<std::string> sets) {
+    truncate_all(db());
+    server.emplace(true, std::move(sets), db());
+    port = server->start();
+    auto created = send(
+        "POST", "/api/orders", "127.0.0.1:" + std::to_string(port),
+        fmt::format("Content-Type: application/json\r\nAuthorization: Bearer {}\r\n", write_token),
+        R"({"customerId":")" + rebinding_customer +
+            R"(","totalAmount":10,"shippingType":"domestic",)"
+            R"("items":[{"sku":"A","quantity":1}]})");
+    REQUIRE(created.status == 201);
+  }
+
+  raw_response send(const std::string& method, const std::string& path, const std::string& host,
+                    const std::string& headers, const std::string& body = "") const {
+    raw_connection c(port);
+    c.send(fmt::format("{} {} HTTP/1.1\r\nHost: {}\r\n{}Content-Length: {}\r\n\r\n{}", method, path,
+                       host, headers, body.size(), body));
+    return c.read_response(std::chrono::seconds(5));
+  }
+
+  /// What the rebound page's fetch('/api/orders') sends.
+  raw_response rebound_get(const std::string& path,
+                           const std::string& name = "rebind.attacker.test",
+                           const std::string& extra = "") const {
+    auto host = name + ":" + std::to_string(port);
+    return send("GET", path, host,
+                fmt::format("Accept: */*\r\nReferer: http://{}/\r\nUser-Agent: Mozilla/5.0 (X11; "
+                            "Linux x86_64)\r\n{}",
+                            host, extra));
+  }
+
+  std::optional<served_server> server;
+  int port = 0;
+};
+
+} // namespace
+
+TEST_CASE("without a token, a request by a name not this server's is refused, browser or not") {
+  // The README demo: no tokens at all (the order is created with a token the server ignores).
+  rebinding_target t({});
+  for (const char* path : {"/api/orders", "/api/orders/1", "/api/dlq", "/api/outbox/events",
+                           "/api/outbox/stats", "/api/simulator/ledger"}) {
+    CAPTURE(path);
+    auto r = t.rebound_get(path);
+    CHECK(r.status == 403);
+    CHECK(r.body.find(R"("code":"forbidden")") != std::string::npos);
+    CHECK(r.body.find("server.allowedHosts") != std::string::npos);
+    CHECK(r.body.find("not 'rebind.attacker.test'") != std::string::npos);
+    CHECK(r.body.find(rebinding_customer) == std::string::npos);
+  }
+  CHECK(t.rebound_get("/api/orders", "REBIND.Attacker.Test").status == 403);
+  // Nor can it change anything (with the JSON type a same-origin fetch may send).
+  auto cancel =
+      t.send("POST", "/api/orders/1/cancel", "rebind.attacker.test:" + std::to_string(t.port),
+             "Content-Type: application/json\r\n");
+  CHECK(cancel.status == 403);
+  // The probes answer by any name (Kubernetes calls them by the pod's address, a load balancer by
+  // whatever name it was given).
+  CHECK(t.rebound_get("/healthz").status == 200);
+  CHECK(t.rebound_get("/readyz").status == 200);
+  // By its address or localhost the same request reads the orders.
+  for (std::string host : {"127.0.0.1", "localhost", "[::1]"}) {
+    CAPTURE(host);
+    auto r = t.send("GET", "/api/orders", host + ":" + std::to_string(t.port), "Accept: */*\r\n");
+    CHECK(r.status == 200);
+    CHECK(r.body.find(rebinding_customer) != std::string::npos);
+  }
+}
+
+TEST_CASE("a name listed in server.allowedHosts may be used without a token") {
+  rebinding_target t({R"(server.allowedHosts=["rebind.attacker.test","outboxd"])"});
+  auto r = t.rebound_get("/api/orders");
+  CHECK(r.status == 200);
+  CHECK(r.body.find(rebinding_customer) != std::string::npos);
+  // A compose service calling http://outboxd:9000, in any case.
+  CHECK(t.send("GET", "/api/orders", "OUTBOXD:9000", "").status == 200);
+  CHECK(t.rebound_get("/api/orders", "outboxd.attacker.test").status == 403);
+}
+
+TEST_CASE("with auth.allowAnonymous, a request with a valid token is not judged by its Host") {
+  rebinding_target t({tokens_setting(), "auth.allowAnonymous=true"});
+  auto anonymous = t.rebound_get("/api/orders");
+  CHECK(anonymous.status == 403);
+  CHECK(anonymous.body.find("server.allowedHosts") != std::string::npos);
+  // A rebound page cannot hold a token; a client that has one may call by any name.
+  auto with_token = t.rebound_get("/api/orders", "rebind.attacker.test",
+                                  fmt::format("Authorization: Bearer {}\r\n", read_token));
+  CHECK(with_token.status == 200);
+  CHECK(with_token.body.find(rebinding_customer) != std::string::npos);
+  // A wrong token is never anonymous: 401, whatever the name.
+  CHECK(t.rebound_get("/api/orders", "rebind.attacker.test", "Authorization: Bearer wrong\r\n")
+            .status == 401);
+}
+
+TEST_CASE("a browser's call to a simulated partner must name this server; outboxd's may use any") {
+  // With tokens: the partners' routes are open all the same (outboxd calls them without one).
+  served_server s(true, {tokens_setting()});
+  int port = s.start();
+  const auto p = std::to_string(port);
+  const std::string reserve = R"({"orderId": 1, "items": [{"sku": "A", "quantity": 1}]})";
+  auto post = [&](const std::string& host, const std::string& key, const std::string& extra) {
+    raw_connection c(port);
+    c.send(fmt::format("POST /api/inventory/reserve HTTP/1.1\r\nHost: {}\r\nContent-Type: "
+                       "application/json\r\nIdempotency-Key: {}\r\nX-Aggregate-Id: 1\r\n{}"
+                       "Content-Length: {}\r\n\r\n{}",
+                       host, key, extra, reserve.size(), reserve));
+    return c.read_response(std::chrono::seconds(5));
+  };
+  auto ledger = [&] {
+    httplib::Client c("127.0.0.1", port);
+    auto r =
+        c.Get("/api/simulator/ledger", {{"Authorization", std::string("Bearer ") + read_token}});
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+    return r->body;
+  };
+  const std::string rebound = "rebind.attacker.test:" + p;
+  // A rebound page burning the Idempotency-Key of a future order.
+  auto refused = post(rebound, "41:inventory", "Origin: http://" + rebound + "\r\n");
+  CHECK(refused.status == 403);
+  CHECK(refused.body.find("simulated services") != std::string::npos);
+  CHECK(refused.body.find("server.allowedHosts") != std::string::npos);
+  CHECK(post(rebound, "42:inventory", "Sec-Fetch-Site: same-origin\r\nSec-Fetch-Mode: cors\r\n")
+            .status == 403);
+  auto used = ledger();
+  CHECK(used.find("41:inventory") == std::string::npos);
+  CHECK(used.find("42:inventory") == std::string::npos);
+  // outboxd's own call (no Origin, no Sec-Fetch-*) reaches the partner by any name.
+  CHECK(post(rebound, "41:inventory", "").status == 200);
+  CHECK(ledger().find("41:inventory") != std::string::npos);
+  // A page of this server itself, by its address, is not refused by the name.
+  CHECK(post("127.0.0.1:" + p, "43:inventory", "Origin: http://127.0.0.1:" + p + "\r\n").status ==
+        200);
 }

@@ -21,11 +21,17 @@
 
 namespace outboxd::test {
 
-/// The server as serve builds it, over a database that is never reached: the routes are listed
-/// and called without one (API handlers then answer 503, which is still "routed").
+/// The server as serve builds it, by default over a database that is never reached: the routes
+/// are listed and called without one (API handlers then answer 503, which is still "routed").
 struct served_server {
-  /// `sets` are --set overrides of the shipped configuration (auth.tokens, ...).
-  explicit served_server(bool simulator_enabled, std::vector<std::string> sets = {}) {
+  /// `sets` are --set overrides of the shipped configuration (auth.tokens, ...); `database`, when
+  /// given, is the connection string of a migrated database the API handlers use.
+  explicit served_server(bool simulator_enabled, std::vector<std::string> sets = {},
+                         const std::string& database = {})
+      : pool{database.empty() ? persistence::make_conninfo("host=127.0.0.1 port=1 user=postgres",
+                                                           std::chrono::seconds(1))
+                              : database,
+             2, persistence::pooled_statements()} {
     conf::load_options options;
     options.set_overrides = std::move(sets);
     auto loaded = conf::load(options);
@@ -67,9 +73,7 @@ struct served_server {
   }
 
   conf::settings settings;
-  persistence::connection_pool pool{
-      persistence::make_conninfo("host=127.0.0.1 port=1 user=postgres", std::chrono::seconds(1)), 2,
-      persistence::pooled_statements()};
+  persistence::connection_pool pool;
   persistence::order_repository orders{pool};
   persistence::dead_letter_admin dead_letters{pool};
   persistence::outbox_admin outbox{pool};

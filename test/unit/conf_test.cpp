@@ -1452,6 +1452,33 @@ TEST_CASE("a reachable address without tokens is refused unless anonymous access
   }));
 }
 
+TEST_CASE("server.allowedHosts takes host names, from the file, --set or the environment") {
+  CHECK(loaded(load_with({})).server.allowed_hosts.empty());
+  auto set = load_with({R"(server.allowedHosts=["outboxd","Ops.Example.COM"])"});
+  CHECK(loaded(set).server.allowed_hosts == std::vector<std::string>{"outboxd", "ops.example.com"});
+  auto env = load_with({}, {{"OUTBOXD_SERVER_ALLOWEDHOSTS", R"(["outboxd-simulator"])"}});
+  CHECK(loaded(env).server.allowed_hosts == std::vector<std::string>{"outboxd-simulator"});
+  auto file = load_file(R"({"server": {"allowedHosts": ["simulator"]}})");
+  CHECK(loaded(file).server.allowed_hosts == std::vector<std::string>{"simulator"});
+  // An empty environment variable means "not set", as for the other keys.
+  CHECK(loaded(load_with({}, {{"OUTBOXD_SERVER_ALLOWEDHOSTS", ""}})).server.allowed_hosts.empty());
+
+  for (const char* bad : {"5", R"("outboxd")", R"({"host":"outboxd"})"}) {
+    CAPTURE(bad);
+    CHECK_SET_ERROR(std::string("server.allowedHosts=") + bad,
+                    "server.allowedHosts must be an array of host names");
+  }
+  CHECK_ERROR(load_with({}, {{"OUTBOXD_SERVER_ALLOWEDHOSTS", "outboxd,simulator"}}),
+              "server.allowedHosts must be an array of host names");
+  for (const char* bad :
+       {R"("")", R"("http://outboxd")", R"("outboxd:9000")", R"("*.example.com")",
+        R"("outboxd/api")", R"("outboxd.")", R"(" outboxd")", R"("[::1]:80")", "5", "null"}) {
+    CAPTURE(bad);
+    CHECK_SET_ERROR(std::string("server.allowedHosts=[\"ok\",") + bad + "]",
+                    "server.allowedHosts[1] must be a host name");
+  }
+}
+
 TEST_CASE("server.allowedOrigins and server.tls are checked at start") {
   auto ok =
       load_with({R"(server.allowedOrigins=["https://ops.example.com","http://LOCALHOST:3000"])"});

@@ -40,12 +40,19 @@ const state = {
 
 const $ = (selector, root = document) => root.querySelector(selector);
 
+// Invisible format characters in server text (bidi overrides, embeddings and isolates, zero-width
+// characters) are shown as their code points: "\u202eNIMDA x" would read as "x ADMIN", and two
+// customer ids differing by a zero-width space would look the same.
+const INVISIBLE = /[\u061C\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
+const shown = (v) => String(v).replace(INVISIBLE,
+  (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}⟩`);
+
 function el(tag, props, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(props || {})) {
     if (v === undefined || v === null || v === false) continue;
     if (k === 'class') node.className = v;
-    else if (k === 'text') node.textContent = String(v);
+    else if (k === 'text') node.textContent = shown(v);
     else if (k === 'on') for (const [type, fn] of Object.entries(v)) node.addEventListener(type, fn);
     else if (k === 'data') for (const [dk, dv] of Object.entries(v)) node.dataset[dk] = String(dv);
     else if (SAFE_ATTRS.has(k)) node.setAttribute(k, v === true ? '' : String(v));
@@ -58,7 +65,7 @@ function el(tag, props, ...children) {
 function append(node, children) {
   for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
-    node.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+    node.appendChild(c instanceof Node ? c : document.createTextNode(shown(c)));
   }
   return node;
 }

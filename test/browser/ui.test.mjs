@@ -8,6 +8,7 @@ import { apiClient, baseUrl, check, eventually, run, sleep } from './harness.mjs
 const base = baseUrl('ui.test.mjs');
 const api = apiClient(base);
 const XSS = '<img src=x onerror=alert(1)>';
+const BIDI = '\u202eNIMDA\u200b x';
 const shots = [];
 
 await run('ui', async ({ step, open, seen }) => {
@@ -30,7 +31,8 @@ await run('ui', async ({ step, open, seen }) => {
   const { json: list } = await api('GET', '/api/orders?limit=50');
   const xssOrder = list.orders.find((o) => o.customerId === XSS);
   const failedOrder = list.orders.find((o) => o.status === 'FAILED');
-  check(xssOrder && failedOrder, `the test set-up must create an XSS order and a FAILED order; orders: ${JSON.stringify(list.orders)}`);
+  const bidiOrder = list.orders.find((o) => o.customerId === BIDI);
+  check(xssOrder && failedOrder && bidiOrder, `the test set-up must create an XSS order, a FAILED order and one with a bidi override; orders: ${JSON.stringify(list.orders)}`);
 
   const page = await open();
   const card = (id) => page.locator(`article.order[data-order-id="${id}"]`);
@@ -50,6 +52,11 @@ await run('ui', async ({ step, open, seen }) => {
     check(text === XSS, `customer shown as ${JSON.stringify(text)}`);
     check(await page.locator('#orders img').count() === 0, 'an <img> element appeared in the orders list');
     check(dialogs.length === 0, `dialogs fired: ${dialogs.join(', ')}`);
+  });
+
+  await step('invisible format characters are shown as code points, not obeyed', async () => {
+    const text = await card(bidiOrder.id).locator('.customer').textContent();
+    check(text === '⟨U+202E⟩NIMDA⟨U+200B⟩ x', `customer shown as ${JSON.stringify(text)}`);
   });
 
   await step('the failed order shows reverted steps and the LIFO revert row', async () => {

@@ -76,6 +76,11 @@ TEST_CASE("the web UI renders orders, pipelines and compensation safely in a rea
   p.knobs(R"({"billing.charge":{"failNext":1,"failureStatus":400}})");
   auto failed = p.create_order("domestic");
   REQUIRE(failed % 2 == 0);
+  // A customer id with a right-to-left override and a zero-width space.
+  auto bidi = p.client().post(
+      "/api/orders",
+      R"({"customerId":"\u202eNIMDA\u200b x","totalAmount":12.5,"shippingType":"domestic"})");
+  REQUIRE_MESSAGE(bidi.status == 201, bidi.body);
   REQUIRE(p.wait_status(xss.num("/id"), "CONFIRMED") == "CONFIRMED");
   REQUIRE(p.wait_status(failed, "FAILED") == "FAILED");
   run_browser_script("ui.test.mjs", p);

@@ -20,7 +20,16 @@ completion_writer::~completion_writer() {
   driver_.detach(this);
 }
 
-void completion_writer::write(const std::vector<waiting*>& group) {
+void completion_writer::write(const std::vector<waiting*>& all) {
+  // One statement (one commit) per chunk: when one fails, those before it are in, and only its
+  // own events are completed again one by one.
+  constexpr auto chunk = persistence::outbox_repository::max_rows_per_insert;
+  for (std::size_t first = 0; first < all.size(); first += chunk)
+    write_chunk({all.begin() + static_cast<std::ptrdiff_t>(first),
+                 all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), first + chunk))});
+}
+
+void completion_writer::write_chunk(const std::vector<waiting*>& group) {
   const auto& first = *group.front();
   auto complete_all = [&](const std::vector<waiting*>& some) {
     std::vector<persistence::outbox_repository::completion> events;

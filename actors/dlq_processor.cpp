@@ -152,7 +152,8 @@ task<void> dlq_work::compensate(const item& d) {
     auto decision =
         runner_->after_hold(domain::run_kind::compensation, r.destination, d.failing_for, r.hold);
     if (decision.give_up) {
-      carry_out(d, *decision.give_up, r.step + ": " + r.hold.reason, r.step);
+      carry_out(d, *decision.give_up,
+                r.step + " held back past its time budget (" + r.hold.reason + ")", r.step);
       co_return;
     }
     if (repo()->postpone(d, decision.delay, held_error(r.hold.reason)))

@@ -253,7 +253,8 @@ void event_runner::hold_for_database(const persistence::claimed_event& e,
              e.id, e.event_type, e.aggregate_type, e.aggregate_id, e.attempts + 1, cause,
              delay.count());
   try {
-    if (!repo()->postpone(e, delay, held_error(cause)))
+    // Its call may have been applied and its row refused: the run counts as cut off.
+    if (!repo()->postpone(e, delay, held_error(cause), true))
       lease_lost(e, "hold");
   } catch (const pqxx::failure& again) {
     if (persistence::is_connection_loss(again))
@@ -638,10 +639,11 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt,
   persistence::claimed_event e{
       original_event_id,   0, body->aggregate_type, body->aggregate_id, body->event_type,
       body->payloads_json, 0};
-  // Numbered after the event's own attempts and of no run of it (`e` has no lease token): an
-  // answer to this re-send is not the answer the interrupted run never got, so a transient one
-  // leaves the step uncertain.
+  // Numbered after the event's own attempts, and of no run of it: an answer to this re-send is not
+  // the answer the interrupted run never got, so a transient one leaves the step uncertain, and a
+  // success does not move any run on to the next step.
   auto step = co_await call_step(e, index, *name, payloads, previous, runs + attempt, keep_lease);
+  step.row.run = domain::compensation_run;
   if (step.not_made)
     co_return compensation_result::stopped(*step.not_made, *name, *name);
   co_await record(step.row);

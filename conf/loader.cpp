@@ -1123,8 +1123,11 @@ private:
     }
     for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
       std::string_view text = v[i].IsString() ? string_of(v[i]) : std::string_view();
+      // Container service names may hold underscores ("order_api"), which DNS names do not.
+      std::string checked(text);
+      std::replace(checked.begin(), checked.end(), '_', '-');
       // A bracketed IPv6 address passes is_host_name_or_address; addresses are always allowed.
-      if (!is_host_name_or_address(text) || text.find(':') != std::string_view::npos)
+      if (!is_host_name_or_address(checked) || text.find(':') != std::string_view::npos)
         fail(fmt::format("{} must be a host name like \"outboxd\" or \"outboxd.example.com\" (no "
                          "scheme, port, path or wildcard), got {}",
                          index_path(path, i), show(v[i])));

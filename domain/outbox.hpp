@@ -38,7 +38,7 @@ struct attempt_columns {
   std::string destination;
   int fanout_order = 0;
   int attempt = 0;
-  std::int64_t run = 0; // the lease token of the event's run that called; 0: a compensation's call
+  std::int64_t run = 0; // the lease token of the event's run that called; 0: none (a revert)
   std::string endpoint_url;
   std::string http_method;
   std::optional<std::string> idempotency_key;
@@ -93,8 +93,12 @@ enum class step_state {
   unanswered, // some attempt got no answer: a timeout or a cut connection
 };
 
+/// attempt_columns::run of a compensation's re-send of a step (to settle it): no run of the event.
+inline constexpr std::int64_t compensation_run = -1;
+
 /// A step's attempt rows in short. Runs are named by their lease tokens (each claim takes a
-/// larger one); rows of no run of the event (a compensation's re-sends) count as run 0.
+/// larger one); rows from before run tokens were recorded count as run 0, a compensation's
+/// re-sends as no run.
 struct step_history {
   step_state state = step_state::answered;
   std::optional<std::int64_t> done_in; // the first run with a success (or skip) of it

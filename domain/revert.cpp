@@ -10,7 +10,6 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <limits>
 #include <map>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -335,7 +334,12 @@ std::optional<std::string> uncertain_step(const std::vector<std::string>& fanout
       return !h || !h->done_in || *h->done_in > r;
     });
   };
-  auto first_open = position(std::numeric_limits<std::int64_t>::max());
+  // The first step not done at all (a compensation's own successful re-send counts here, not
+  // for where a run stood).
+  auto first_open = std::find_if(fanout.begin(), fanout.end(), [&](const std::string& name) {
+    const auto* h = history(name);
+    return !h || (h->state != step_state::succeeded && h->state != step_state::skipped);
+  });
   if (first_open == fanout.end())
     return std::nullopt;
   const auto* step = history(*first_open);

@@ -45,13 +45,16 @@ const std::string failing_step_sql =
     "e.attempts FROM outbox_events e WHERE e.id = d.event_id), 0))) ORDER BY r.id DESC LIMIT 1)) "
     "FROM d";
 // ... is recorded as that step's revert, skipped (the compensation counts it as done), with the
-// event's columns from one of its rows ...
+// event's columns from a row of the step, or from the event itself when the step has none (a
+// run cut off in the middle of its first call, a settling re-send held back) ...
 const std::string settle_step_sql =
     "INSERT INTO aggregate_results (event_id, aggregate_type, aggregate_id, event_type, "
     "destination, fanout_order, attempt, endpoint_url, http_method, outcome, error_message) "
-    "SELECT event_id, aggregate_type, aggregate_id, event_type, $3, fanout_order, attempt, "
-    "endpoint_url, '-', 'skipped', $4 FROM aggregate_results WHERE event_id = $1 AND "
-    "destination IN ($2, $3) ORDER BY id DESC LIMIT 1";
+    "SELECT * FROM ((SELECT event_id, aggregate_type, aggregate_id, event_type, $3, fanout_order, "
+    "attempt, endpoint_url, '-', 'skipped', $4 FROM aggregate_results WHERE event_id = $1 AND "
+    "destination IN ($2, $3) ORDER BY id DESC LIMIT 1) UNION ALL (SELECT id, aggregate_type, "
+    "aggregate_id, event_type, $3, 0, attempts, '-', '-', 'skipped', $4 FROM outbox_events "
+    "WHERE id = $1)) AS source LIMIT 1";
 // ... and the compensation goes on with the other steps.
 const std::string resume_sql =
     "UPDATE dead_letter_events SET status = 'PENDING', attempts = 0, next_retry_at = NULL, "

@@ -49,8 +49,9 @@ INSERT INTO aggregate_results (event_id, aggregate_type, aggregate_id, event_typ
 // A claim and an attempt row commit without waiting for the WAL flush (set_config in RETURNING
 // switches synchronous_commit off for the statement's own implicit transaction). The event's
 // next state change commits synchronously, which flushes the WAL up to and including them; a
-// database crash before that loses only a claim or rows of a run that is then redone (and a run
-// without rows makes a compensation settle its step first).
+// database crash before that loses rows of a run whose lease then expires (the reaper records it
+// as cut off, so a compensation settles the step it stood at), or the claim with them: that run
+// is redone from the same step, and is invisible to a compensation if no later run reaches it.
 constexpr const char* async_commit = "set_config('synchronous_commit', 'off', true)";
 
 constexpr const char* successes_sql = R"sql(
@@ -62,7 +63,8 @@ SELECT DISTINCT ON (destination) destination, fanout_order, endpoint_url,
 
 // A call without an answer is "unanswered" unless its error says it never left (a definite
 // "not applied", like a transient answer). Runs are named by their lease tokens; a compensation's
-// rows by none (0).
+// re-sends by -1 (not a run: its success does not move a run on), rows from before run tokens by
+// none (counted as run 0).
 const std::string step_states_sql = fmt::format(R"sql(
 SELECT destination,
        CASE WHEN bool_or(outcome = 'success') THEN 'succeeded'
@@ -71,8 +73,9 @@ SELECT destination,
             WHEN bool_or(response_status IS NULL
                          AND coalesce(error_message, '') !~ '{}') THEN 'unanswered'
             ELSE 'answered' END,
-       min(coalesce(lease_token, 0)) FILTER (WHERE outcome IN ('success', 'skipped')),
-       array_to_string(array_agg(DISTINCT lease_token) FILTER (WHERE lease_token IS NOT NULL), ',')
+       min(coalesce(lease_token, 0)) FILTER (WHERE outcome IN ('success', 'skipped')
+                                               AND coalesce(lease_token, 0) >= 0),
+       array_to_string(array_agg(DISTINCT lease_token) FILTER (WHERE lease_token > 0), ',')
   FROM aggregate_results
  WHERE event_id = $1
  GROUP BY destination)sql",
@@ -134,10 +137,15 @@ UPDATE outbox_events
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
  WHERE id = $1 AND lease_token = $2)sql";
 
-// Held back (circuit open, a limit reached): due again after $3 ms, attempts unchanged.
+// Held back (circuit open, a limit reached, the database refusing a statement): due again after
+// $3 ms, attempts unchanged. $5: the run may have been cut off in the middle of a call (the
+// database refused its row), recorded as the reaper records the runs it takes back.
 constexpr const char* postpone_sql = R"sql(
 UPDATE outbox_events
    SET status = 'PENDING', last_error = $4, status_changed_at = now(),
+       interrupted_leases = CASE WHEN $5::boolean
+                                 THEN array_append(interrupted_leases, lease_token)
+                                 ELSE interrupted_leases END,
        next_retry_at = now() + $3::bigint * interval '1 millisecond',
        failing_since = coalesce(failing_since, now()),
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
@@ -489,10 +497,10 @@ bool outbox_repository::retry(const claimed_event& e, std::chrono::milliseconds 
 }
 
 bool outbox_repository::postpone(const claimed_event& e, std::chrono::milliseconds delay,
-                                 const std::string& why) {
+                                 const std::string& why, bool cut_off) {
   pqxx::nontransaction tx(conn_);
   return tx.exec_prepared("outbox_postpone", e.id, e.lease_token,
-                          static_cast<long long>(delay.count()), why)
+                          static_cast<long long>(delay.count()), why, cut_off)
              .affected_rows() == 1;
 }
 

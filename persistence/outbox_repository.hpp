@@ -171,9 +171,12 @@ public:
               std::optional<domain::engine_outcome> outcome = std::nullopt, bool counts_run = true,
               const std::string& failed_step = {});
 
-  /// Held back without a call (circuit open, a limit reached): PENDING, due after `delay`,
-  /// attempts unchanged, `why` as last_error; false when the lease was lost.
-  bool postpone(const claimed_event& e, std::chrono::milliseconds delay, const std::string& why);
+  /// Held back (circuit open, a limit reached, the database refusing a statement): PENDING, due
+  /// after `delay`, attempts unchanged, `why` as last_error; `cut_off`: the run may have stopped
+  /// in the middle of a call (recorded as the reaper records the runs it takes back). False when
+  /// the lease was lost.
+  bool postpone(const claimed_event& e, std::chrono::milliseconds delay, const std::string& why,
+                bool cut_off = false);
   /// Every PENDING event and dead letter whose last error starts with `held_prefix` (runs held
   /// back by a destination whose circuit has just closed) is due now; how many.
   long long make_held_due(const std::string& held_prefix);

@@ -41,9 +41,10 @@ const state = {
 const $ = (selector, root = document) => root.querySelector(selector);
 
 // Invisible format characters in server text (bidi overrides, embeddings and isolates, zero-width
-// characters) are shown as their code points: "\u202eNIMDA x" would read as "x ADMIN", and two
-// customer ids differing by a zero-width space would look the same.
-const INVISIBLE = /[\u061C\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
+// characters, soft hyphens, variation selectors, line and paragraph separators, Hangul fillers,
+// tag characters) are shown as their code points: "\u202eNIMDA x" would read as "x ADMIN", and
+// two customer ids differing by a zero-width space would look the same.
+const INVISIBLE = /[\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B-\u200F\u2028-\u202E\u2060-\u206F\u3164\uFE00-\uFE0F\uFEFF\uFFA0\u{E0000}-\u{E007F}]/gu;
 const shown = (v) => String(v).replace(INVISIBLE,
   (c) => `⟨U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}⟩`);
 

@@ -239,6 +239,46 @@ TEST_CASE("completions of several runs commit in one transaction, each fenced by
                           "aggregate_results) t") == "1");
 }
 
+TEST_CASE("a completion refused in a later statement of a large flush: the statements before it "
+          "are not written twice") {
+  truncate_all(db());
+  persistence::worker_connections pool([](int) { return db(); }, 1, {});
+  actors::call_driver driver;
+  actors::completion_writer completions(pool, "test-processor", driver);
+  // More completions than one statement takes; the refused one (its last row is not JSON) is in
+  // the second statement.
+  const int n = static_cast<int>(persistence::outbox_repository::max_rows_per_insert) + 10;
+  const int bad_one = n - 3;
+  auto events = claim_events(pool, n);
+  REQUIRE(events.size() == static_cast<std::size_t>(n));
+  std::vector<persistence::attempt_row> last_rows;
+  for (const auto& e : events) {
+    last_rows.push_back(row_of(e.id, "billing"));
+    if (e.id == bad_one)
+      last_rows.back().request_payload_json = "{not json";
+  }
+  std::vector<int> answers(n, -1);
+  std::vector<std::exception_ptr> errors(n);
+  for (int i = 0; i < n; ++i) {
+    auto run = [](actors::completion_writer& w, const persistence::claimed_event& e,
+                  const persistence::attempt_row& row, int& answer) -> actors::task<void> {
+      answer = co_await w.complete(e, domain::engine_outcome::fanout_succeeded, {}, &row) ? 1 : 0;
+    };
+    driver.spawn(run(completions, events[i], last_rows[i], answers[i]),
+                 [&errors, i](std::exception_ptr error) { errors[i] = error; });
+  }
+  driver.drive(0ms);
+  for (int i = 0; i < n; ++i) {
+    CAPTURE(events[i].id);
+    CHECK(static_cast<bool>(errors[i]) == (events[i].id == bad_one));
+    if (events[i].id != bad_one)
+      CHECK(answers[i] == 1); // completed, and told so
+  }
+  CHECK(count_rows(db(), "aggregate_results") == n - 1);
+  CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSED'") ==
+        std::to_string(n - 1));
+}
+
 TEST_CASE("a lost connection fails every completion waiting on the flush") {
   truncate_all(db());
   persistence::worker_connections pool([](int) { return db(); }, 1, {});

@@ -1454,8 +1454,9 @@ TEST_CASE("a reachable address without tokens is refused unless anonymous access
 
 TEST_CASE("server.allowedHosts takes host names, from the file, --set or the environment") {
   CHECK(loaded(load_with({})).server.allowed_hosts.empty());
-  auto set = load_with({R"(server.allowedHosts=["outboxd","Ops.Example.COM"])"});
-  CHECK(loaded(set).server.allowed_hosts == std::vector<std::string>{"outboxd", "ops.example.com"});
+  auto set = load_with({R"(server.allowedHosts=["outboxd","Ops.Example.COM","order_api"])"});
+  CHECK(loaded(set).server.allowed_hosts ==
+        std::vector<std::string>{"outboxd", "ops.example.com", "order_api"});
   auto env = load_with({}, {{"OUTBOXD_SERVER_ALLOWEDHOSTS", R"(["outboxd-simulator"])"}});
   CHECK(loaded(env).server.allowed_hosts == std::vector<std::string>{"outboxd-simulator"});
   auto file = load_file(R"({"server": {"allowedHosts": ["simulator"]}})");

@@ -647,6 +647,17 @@ TEST_CASE("a step no run sent (held back by an open circuit) is not settled, wha
             {}) == std::nullopt);
 }
 
+TEST_CASE("a compensation's own successful re-send does not move a cut-off run on to the next "
+          "step") {
+  using enum step_state;
+  const std::vector<std::string> fanout{"inventory", "fraudCheck", "billing"};
+  // Run 10 was cut off at fraudCheck; the compensation's re-send of it succeeded (no run), then
+  // the compensation stopped before its first revert. Billing was never sent.
+  CHECK(uncertain_step(fanout,
+                       {{"inventory", done(5)}, {"fraudCheck", {succeeded, std::nullopt, {}}}},
+                       {10}) == std::nullopt);
+}
+
 TEST_CASE("runs before they were recorded (run 0) count as cut off at the first unfinished step") {
   using enum step_state;
   const std::vector<std::string> fanout{"inventory", "fraudCheck"};

@@ -2,10 +2,7 @@
 // that a run goes on only once its own row is committed, exactly as with one INSERT per row.
 #include "actors/attempt_writer.hpp"
 
-#include "persistence/connection_pool.hpp"
-
-#include <algorithm>
-#include <pqxx/except>
+#include "actors/statement_chunks.hpp"
 
 namespace outboxd::actors {
 
@@ -21,36 +18,17 @@ attempt_writer::~attempt_writer() {
 
 std::vector<std::exception_ptr> attempt_writer::write(const std::vector<waiting>& batch) {
   std::vector<std::exception_ptr> errors(batch.size());
-  constexpr auto chunk = persistence::outbox_repository::max_rows_per_insert;
-  // One statement (one commit) per chunk: when one fails, those before it are in, and only its
-  // own rows are written again.
-  for (std::size_t first = 0; first < batch.size(); first += chunk) {
-    const auto last = std::min(batch.size(), first + chunk);
-    std::vector<const persistence::attempt_row*> rows;
-    rows.reserve(last - first);
-    for (auto i = first; i < last; ++i)
-      rows.push_back(batch[i].row);
-    try {
-      db_.outbox(who_)->record_attempts(rows);
-      continue;
-    } catch (const pqxx::failure& e) {
-      // A refused row fails the whole statement: written one by one, it fails only its run.
-      if (persistence::is_connection_loss(e) || rows.size() == 1) {
-        std::fill(errors.begin() + first, errors.end(), std::current_exception());
-        return errors;
-      }
-    } catch (...) {
-      std::fill(errors.begin() + first, errors.end(), std::current_exception());
-      return errors;
-    }
-    for (auto i = first; i < last; ++i) {
-      try {
-        db_.outbox(who_)->record_attempt(*batch[i].row);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-  }
+  write_in_statements(
+      batch.size(),
+      [&](std::size_t first, std::size_t last) {
+        std::vector<const persistence::attempt_row*> rows;
+        rows.reserve(last - first);
+        for (auto i = first; i < last; ++i)
+          rows.push_back(batch[i].row);
+        db_.outbox(who_)->record_attempts(rows);
+      },
+      [&](std::size_t i) { db_.outbox(who_)->record_attempt(*batch[i].row); },
+      [&](std::size_t i, std::exception_ptr error) { errors[i] = std::move(error); });
   return errors;
 }
 

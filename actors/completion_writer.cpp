@@ -2,10 +2,9 @@
 // run learns its event's fate from its own statement's outcome, exactly as with one per event.
 #include "actors/completion_writer.hpp"
 
-#include "persistence/connection_pool.hpp"
+#include "actors/statement_chunks.hpp"
 
 #include <map>
-#include <pqxx/except>
 #include <tuple>
 
 namespace outboxd::actors {
@@ -20,50 +19,21 @@ completion_writer::~completion_writer() {
   driver_.detach(this);
 }
 
-void completion_writer::write(const std::vector<waiting*>& all) {
-  // One statement (one commit) per chunk: when one fails, those before it are in, and only its
-  // own events are completed again one by one.
-  constexpr auto chunk = persistence::outbox_repository::max_rows_per_insert;
-  for (std::size_t first = 0; first < all.size(); first += chunk)
-    write_chunk({all.begin() + static_cast<std::ptrdiff_t>(first),
-                 all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), first + chunk))});
-}
-
-void completion_writer::write_chunk(const std::vector<waiting*>& group) {
+void completion_writer::write(const std::vector<waiting*>& group) {
   const auto& first = *group.front();
-  auto complete_all = [&](const std::vector<waiting*>& some) {
+  auto complete = [&](std::size_t from, std::size_t to) {
     std::vector<persistence::outbox_repository::completion> events;
-    events.reserve(some.size());
-    for (auto* w : some)
-      events.push_back({w->event, w->last_attempt});
+    events.reserve(to - from);
+    for (auto i = from; i < to; ++i)
+      events.push_back({group[i]->event, group[i]->last_attempt});
     auto done = db_.outbox(who_)->complete_all(first.event->aggregate_type, first.outcome,
                                                *first.reason, events);
-    for (std::size_t i = 0; i < some.size(); ++i)
-      some[i]->completed = done[i];
+    for (auto i = from; i < to; ++i)
+      group[i]->completed = done[i - from];
   };
-  try {
-    complete_all(group);
-    return;
-  } catch (const pqxx::failure& e) {
-    // A statement the database refuses for one event would fail them all: one by one, it
-    // fails only that event's run.
-    if (persistence::is_connection_loss(e) || group.size() == 1) {
-      for (auto* w : group)
-        w->error = std::current_exception();
-      return;
-    }
-  } catch (...) {
-    for (auto* w : group)
-      w->error = std::current_exception();
-    return;
-  }
-  for (auto* w : group) {
-    try {
-      complete_all({w});
-    } catch (...) {
-      w->error = std::current_exception();
-    }
-  }
+  write_in_statements(
+      group.size(), complete, [&](std::size_t i) { complete(i, i + 1); },
+      [&](std::size_t i, std::exception_ptr error) { group[i]->error = std::move(error); });
 }
 
 std::size_t completion_writer::flush() {

@@ -65,8 +65,6 @@ private:
   };
   /// Completes `group` (same aggregate type, outcome and reason), filling in each answer.
   void write(const std::vector<waiting*>& group);
-  /// Completes at most one statement's worth of `write`'s group.
-  void write_chunk(const std::vector<waiting*>& group);
 
   persistence::worker_connections& db_;
   std::string who_;

@@ -507,8 +507,9 @@ task<event_runner::step_result> event_runner::call_step(const persistence::claim
   // processed": after a call of this step that got no answer (or a run cut off at it), it is not
   // a refusal (the step may well be applied), so it is retried (and a compensation settles it
   // later) instead.
-  const bool key_in_use = outcome == domain::attempt_outcome::non_retryable &&
-                          result.status == 409 && step_may_be_applied(e, name);
+  const bool key_in_use =
+      outcome == domain::attempt_outcome::non_retryable && result.status == 409 &&
+      uncertain_step_of(e.id, ctx_.settings.http.fanout.at(e.event_type)) == name;
   if (key_in_use)
     outcome = domain::attempt_outcome::retryable;
   fill_response(row, result, outcome, domain::credential_values(dest.headers));
@@ -533,12 +534,12 @@ task<event_runner::step_result> event_runner::call_step(const persistence::claim
                         std::move(reopened)};
 }
 
-bool event_runner::step_may_be_applied(const persistence::claimed_event& e,
-                                       const std::string& destination) {
-  const auto& fanout = ctx_.settings.http.fanout.at(e.event_type);
-  auto states = repo()->step_states(e.id); // one borrow of the connection per statement
-  auto interrupted = repo()->interrupted_runs(e.id);
-  return domain::uncertain_step(fanout, states, interrupted) == destination;
+std::optional<std::string> event_runner::uncertain_step_of(std::int64_t event_id,
+                                                           const std::vector<std::string>& fanout) {
+  // One borrow of the connection per statement: two in one expression would wait for each other.
+  auto states = repo()->step_states(event_id);
+  auto interrupted = repo()->interrupted_runs(event_id);
+  return domain::uncertain_step(fanout, states, interrupted);
 }
 
 void event_runner::lease_lost_before(const persistence::claimed_event& e,
@@ -611,10 +612,7 @@ event_runner::settle_uncertain_step(std::int64_t original_event_id, int attempt,
   auto fanout = s.http.fanout.find(body->event_type);
   if (fanout == s.http.fanout.end())
     co_return std::nullopt;
-  // One borrow of the connection per statement: two in one expression would wait for each other.
-  auto states = repo()->step_states(original_event_id);
-  auto interrupted = repo()->interrupted_runs(original_event_id);
-  auto name = domain::uncertain_step(fanout->second, states, interrupted);
+  auto name = uncertain_step_of(original_event_id, fanout->second);
   const int runs = body->attempts.value_or(0);
   if (!name)
     co_return std::nullopt;
@@ -687,7 +685,7 @@ task<compensation_result> event_runner::compensate(std::int64_t original_event_i
     row.aggregate_type = aggregate_type;
     row.aggregate_id = aggregate_id;
     row.event_type = row_event_type;
-    row.destination = step.destination + ".revert";
+    row.destination = domain::revert_step(step.destination);
     row.fanout_order = step.fanout_order;
     row.attempt = attempt;
     out.destination = step.destination;

@@ -180,9 +180,10 @@ private:
   /// and counts it in the metrics; the run goes on once the row is committed.
   task<void> record(const persistence::attempt_row& row);
   void lease_lost(const persistence::claimed_event& e, const char* what);
-  /// Whether an earlier run of `e` may have applied `destination` without knowing: a call of it
-  /// got no answer, or a run was cut off at it (domain::uncertain_step).
-  bool step_may_be_applied(const persistence::claimed_event& e, const std::string& destination);
+  /// The step of `event_id`'s fan-out an earlier run may have applied without knowing: a call of
+  /// it got no answer, or a run was cut off at it (domain::uncertain_step).
+  std::optional<std::string> uncertain_step_of(std::int64_t event_id,
+                                               const std::vector<std::string>& fanout);
   // Nothing was called under the lost lease, so nothing is dropped.
   void lease_lost_before(const persistence::claimed_event& e, const std::string& destination);
   task<void> run_fanout(const persistence::claimed_event& e);

@@ -319,9 +319,8 @@ expected<revert_call> build_revert(const revert_template& t, const rapidjson::Va
 std::optional<std::string> uncertain_step(const std::vector<std::string>& fanout,
                                           const std::map<std::string, step_history>& steps,
                                           const std::vector<std::int64_t>& interrupted) {
-  constexpr std::string_view revert_suffix = ".revert";
   for (const auto& [name, step] : steps)
-    if (name.size() > revert_suffix.size() && name.ends_with(revert_suffix))
+    if (is_revert_step(name))
       return std::nullopt;
   auto history = [&](const std::string& name) -> const step_history* {
     auto it = steps.find(name);

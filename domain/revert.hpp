@@ -46,6 +46,19 @@ struct revert_call {
 /// The longest value a URL placeholder takes (before percent-encoding).
 inline constexpr std::size_t max_url_value_bytes = 2048;
 
+/// How the audit names a destination's revert: "<destination>.revert".
+inline constexpr std::string_view revert_suffix = ".revert";
+inline std::string revert_step(std::string_view destination) {
+  return std::string(destination) + std::string(revert_suffix);
+}
+inline bool is_revert_step(std::string_view step) {
+  return step.size() > revert_suffix.size() && step.ends_with(revert_suffix);
+}
+/// The destination a step of the audit calls: "billing" for "billing.revert" and for "billing".
+inline std::string_view destination_of_step(std::string_view step) {
+  return is_revert_step(step) ? step.substr(0, step.size() - revert_suffix.size()) : step;
+}
+
 /// Builds the revert of a successful call from `t` and the stored bodies (either may be null).
 /// Each `extract` entry reads `request` or `response` by JSONPath. URL placeholders become
 /// percent-encoded path segments (percent_encode_segment), so no value can change the host or

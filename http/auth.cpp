@@ -163,11 +163,7 @@ void access_policy::check_anonymous(const httplib::Request& req) const {
     throw api_error(error_kind::forbidden,
                     "a web page of another site may not call here without a token; list its "
                     "origin in server.allowedOrigins to let it");
-  check_host(req);
-}
-
-void access_policy::check_host(const httplib::Request& req) const {
-  check_host_as(req, "a request without a token");
+  check_host(req, "a request without a token");
 }
 
 void access_policy::check_browser_host(const httplib::Request& req) const {
@@ -175,11 +171,10 @@ void access_policy::check_browser_host(const httplib::Request& req) const {
   for (const auto& [name, value] : req.headers)
     browser = browser || lowercase(name).starts_with("sec-fetch-");
   if (browser)
-    check_host_as(req, "a web page calling the simulated services");
+    check_host(req, "a web page calling the simulated services");
 }
 
-void access_policy::check_host_as(const httplib::Request& req,
-                                  std::string_view refused_what) const {
+void access_policy::check_host(const httplib::Request& req, std::string_view refused_what) const {
   // Browsers always send Host; a request without one (HTTP/1.0) cannot come from a rebound page.
   const auto name = lowercase(host_name(req.get_header_value("Host")));
   if (name.empty() || is_address(name) || name == "localhost" ||

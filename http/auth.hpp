@@ -63,14 +63,6 @@ public:
   /// only allowed origins pass.
   void check_forgery(const httplib::Request& req, bool needs_json) const;
 
-  /// For a request served without a token: throws forbidden (403) unless its Host names this
-  /// server by an IP address, localhost (or *.localhost), a server name or the host of an
-  /// allowed origin; a request without a Host (HTTP/1.0) passes. A page of another site whose
-  /// name was pointed at this machine (DNS rebinding) is same-origin in the browser's eyes and,
-  /// over plain HTTP, sends neither Origin nor Sec-Fetch-* for a read; only its Host gives it
-  /// away, so every request is judged by it, browser or not.
-  void check_host(const httplib::Request& req) const;
-
   /// Whether a browser page of `origin` may call (same origin as `req`, or configured).
   bool origin_allowed(const httplib::Request& req, std::string_view origin) const;
 
@@ -78,8 +70,14 @@ private:
   std::optional<conf::role> role_needed(access needed) const;
   /// check_host, after refusing what a page of another site makes a browser send.
   void check_anonymous(const httplib::Request& req) const;
-  /// check_host, its refusal saying `refused_what` ("a request without a token").
-  void check_host_as(const httplib::Request& req, std::string_view refused_what) const;
+  /// For a request served without a token (`refused_what` says which, in the refusal): throws
+  /// forbidden (403) unless its Host names this server by an IP address, localhost (or
+  /// *.localhost), a server name or the host of an allowed origin; a request without a Host
+  /// (HTTP/1.0) passes. A page of another site whose name was pointed at this machine (DNS
+  /// rebinding) is same-origin in the browser's eyes and, over plain HTTP, sends neither Origin
+  /// nor Sec-Fetch-* for a read; only its Host gives it away, so every request is judged by it,
+  /// browser or not.
+  void check_host(const httplib::Request& req, std::string_view refused_what) const;
 
   conf::auth_settings auth_;
   std::vector<conf::token_settings> tokens_; // auth.tokens and admin.token

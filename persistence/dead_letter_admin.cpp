@@ -1,6 +1,7 @@
 // Dead-letter inspection and redrive queries.
 #include "persistence/dead_letter_admin.hpp"
 
+#include "domain/revert.hpp"
 #include "persistence/aggregate_hooks.hpp"
 #include "persistence/rows.hpp"
 
@@ -121,13 +122,10 @@ domain::redrive_outcome dead_letter_admin::resolve(std::int64_t id, const std::s
         // reverted, by the dead-letter processor, as after a redrive.
         auto failing = tx.exec_prepared("dlq_admin_failing_step", id);
         if (!failing.empty() && !failing[0][0].is_null() && !failing[0][1].is_null()) {
-          auto step = failing[0][1].as<std::string>();
-          const std::string revert_suffix = ".revert";
-          auto forward = step.ends_with(revert_suffix)
-                             ? step.substr(0, step.size() - revert_suffix.size())
-                             : step;
-          tx.exec_prepared("dlq_admin_settle_step", failing[0][0].as<std::int64_t>(), forward,
-                           forward + revert_suffix, reason);
+          auto destination =
+              std::string(domain::destination_of_step(failing[0][1].as<std::string>()));
+          tx.exec_prepared("dlq_admin_settle_step", failing[0][0].as<std::int64_t>(), destination,
+                           domain::revert_step(destination), reason);
           return tx.exec_prepared("dlq_admin_resume", id, reason);
         }
         return tx.exec_prepared("dlq_admin_resolve", id, reason);

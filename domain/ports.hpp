@@ -45,7 +45,7 @@ struct order_timeline {
   order value;
   std::vector<event_record> events;
   std::vector<attempt_record> attempts; // the newest max_timeline_attempts, oldest first
-  bool attempts_truncated = false;      // the order has more
+  bool attempts_truncated = false;      // the order has more (above the asked id)
   std::vector<dead_letter_record> dead_letters;
 };
 
@@ -70,8 +70,11 @@ public:
   virtual std::vector<order> list(std::optional<order_status> status,
                                   std::optional<std::int64_t> before_id, int limit) = 0;
 
-  /// The order (unless deleted) with its events, attempts and dead letters, oldest first.
-  virtual std::optional<order_timeline> timeline(std::int64_t order_id) = 0;
+  /// The order (unless deleted) with its events, attempts and dead letters, oldest first. Only
+  /// the attempt rows with ids above `after_attempt` are listed (audit rows are never changed, so
+  /// a poller that has the older ones asks for the new ones only; 0 lists them all).
+  virtual std::optional<order_timeline> timeline(std::int64_t order_id,
+                                                 std::int64_t after_attempt) = 0;
 };
 
 /// The result of an operator's redrive of a dead letter.

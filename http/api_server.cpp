@@ -264,9 +264,24 @@ void list_orders(const api_context& c, const httplib::Request& req, httplib::Res
   reply(res, 200, page_json("orders", orders, full_page_cursor(orders, page.limit), write_order));
 }
 
+/// `afterAttempt`: list only the attempt rows with larger ids (0 when absent).
+std::int64_t parse_after_attempt(const httplib::Request& req) {
+  if (!req.has_param("afterAttempt"))
+    return 0;
+  auto s = req.get_param_value("afterAttempt");
+  std::int64_t n = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc() || end != s.data() + s.size() || n < 0)
+    throw validation_error({{"afterAttempt",
+                             fmt::format("must be an attempt id (an integer, 0 or more), got '{}'",
+                                         s)}});
+  return n;
+}
+
 void get_order(const api_context& c, const httplib::Request& req, httplib::Response& res) {
   auto id = parse_id(req.matches[1], "order");
-  reply_found(res, c.deps.orders.timeline(id), "order", id, timeline_json);
+  auto after = parse_after_attempt(req);
+  reply_found(res, c.deps.orders.timeline(id, after), "order", id, timeline_json);
 }
 
 void update_status(const api_context& c, const httplib::Request& req, httplib::Response& res) {

@@ -63,10 +63,11 @@ const std::string find_order =
 const std::string events_of_order =
     "SELECT "s + event_columns +
     " FROM outbox_events WHERE aggregate_type = 'order' AND aggregate_id = $1 ORDER BY id";
-// The newest $2 rows (the caller asks for one more than it lists, to tell whether there are).
+// The newest $2 rows with ids above $3 (the caller asks for one more than it lists, to tell
+// whether there are).
 const std::string attempts_of_order =
     "SELECT * FROM (SELECT "s + attempt_columns +
-    " FROM aggregate_results WHERE aggregate_id = $1 AND aggregate_type = 'order' "
+    " FROM aggregate_results WHERE aggregate_id = $1 AND aggregate_type = 'order' AND id > $3 "
     "ORDER BY id DESC LIMIT $2) newest ORDER BY id";
 const std::string dead_letters_of_order = "SELECT "s + dead_letter_columns +
                                           " FROM dead_letter_events WHERE aggregate_id = $1 "
@@ -271,7 +272,8 @@ std::vector<domain::order> order_repository::list(std::optional<domain::order_st
   });
 }
 
-std::optional<domain::order_timeline> order_repository::timeline(std::int64_t order_id) {
+std::optional<domain::order_timeline> order_repository::timeline(std::int64_t order_id,
+                                                                 std::int64_t after_attempt) {
   return pool_.run([&](pqxx::connection& c) -> std::optional<domain::order_timeline> {
     // One snapshot, so events, attempts and dead letters agree with each other.
     pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(c);
@@ -283,7 +285,8 @@ std::optional<domain::order_timeline> order_repository::timeline(std::int64_t or
     for (const auto& r : tx.exec_prepared("events_of_order", aggregate))
       t.events.push_back(to_event(r));
     auto attempts =
-        tx.exec_prepared("attempts_of_order", aggregate, domain::max_timeline_attempts + 1);
+        tx.exec_prepared("attempts_of_order", aggregate, domain::max_timeline_attempts + 1,
+                         after_attempt);
     t.attempts_truncated = attempts.size() > domain::max_timeline_attempts;
     for (auto r = attempts.begin() + (t.attempts_truncated ? 1 : 0); r != attempts.end(); ++r)
       t.attempts.push_back(to_attempt(*r));

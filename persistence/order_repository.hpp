@@ -39,7 +39,8 @@ public:
                                   const std::string& reason) override;
   std::vector<domain::order> list(std::optional<domain::order_status> status,
                                   std::optional<std::int64_t> before_id, int limit) override;
-  std::optional<domain::order_timeline> timeline(std::int64_t order_id) override;
+  std::optional<domain::order_timeline> timeline(std::int64_t order_id,
+                                                 std::int64_t after_attempt) override;
 
   struct create_request {
     const domain::new_order& order;

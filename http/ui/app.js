@@ -7,6 +7,7 @@ const POLL_MS = 1000;
 const CONSISTENCY_EVERY = 5; // polls: the check reads orders and the whole ledger
 const CONSISTENCY_WINDOW = 1000; // the newest orders a periodic check reads ("Check now": 100 000)
 const ORDER_LIMIT = 20;
+const MAX_ATTEMPTS = 1000; // attempt rows kept per timeline, as the API lists at most
 const TOKEN_KEY = 'outboxd.adminToken';
 const PIPELINE_EVENT = 'OrderCreated'; // the event whose fan-out an order card draws
 const TERMINAL = new Set(['DELIVERED', 'FAILED', 'CANCELLED']);
@@ -33,6 +34,7 @@ const state = {
   polling: false,
   auditId: null,
   auditSig: '',
+  auditData: null, // the open audit's timeline, brought up to date on each poll
   dlqSig: '',
   fanout: null, // event type -> [{destination, revertible}], from GET /api/outbox/fanout
   fanoutSig: '',
@@ -262,7 +264,7 @@ async function refreshOrders() {
     const cached = state.timelines.get(o.id);
     if (cached && !timelineStale(cached, o)) return;
     try {
-      state.timelines.set(o.id, { updatedAt: o.updatedAt, data: await api('GET', `/api/orders/${o.id}`) });
+      state.timelines.set(o.id, { updatedAt: o.updatedAt, data: await fetchTimeline(o.id, cached && cached.data) });
     } catch (e) {
       if (e.status !== 404) throw e; // removed meanwhile: the next list drops it
     }
@@ -270,6 +272,26 @@ async function refreshOrders() {
   const shown = new Set(orders.map((o) => o.id));
   for (const id of state.timelines.keys()) if (!shown.has(id)) state.timelines.delete(id);
   renderOrders(orders);
+}
+
+// Audit rows never change once written: a timeline already here is brought up to date with the
+// rows written after its newest one, so an order retried for hours costs its new rows per poll,
+// not its whole audit with every partner's answer again.
+async function fetchTimeline(id, known) {
+  const last = known && known.attempts.length ? known.attempts[known.attempts.length - 1].id : 0;
+  const t = await api('GET', last ? `/api/orders/${id}?afterAttempt=${last}` : `/api/orders/${id}`);
+  if (!last || t.attemptsTruncated) return t; // whole, or more new rows than one answer lists
+  if (t.order.createdAt !== known.order.createdAt) return fetchTimeline(id, null); // another database
+  const attempts = known.attempts.concat(t.attempts);
+  const cut = Math.max(0, attempts.length - MAX_ATTEMPTS);
+  return { ...t, attempts: attempts.slice(cut), attemptsTruncated: known.attemptsTruncated || cut > 0 };
+}
+
+// What a drawing of a timeline depends on, without serialising every attempt row again: rows
+// are only ever added, so their count and newest id stand for them.
+function timelineSig(t) {
+  const last = t.attempts.length ? t.attempts[t.attempts.length - 1].id : 0;
+  return JSON.stringify([t.order, t.events, t.deadLetters, t.attempts.length, last, !!t.attemptsTruncated]);
 }
 
 // A settled order's timeline only changes with its status, so it is not fetched again.
@@ -292,7 +314,7 @@ function renderOrders(orders) {
   for (const o of orders) {
     const cached = state.timelines.get(o.id);
     const data = cached ? cached.data : { order: o, events: [], attempts: [], deadLetters: [] };
-    const sig = state.fanoutSig + JSON.stringify(data);
+    const sig = state.fanoutSig + timelineSig(data);
     let card = state.cards.get(o.id);
     if (!card || card.sig !== sig) {
       card = { sig, el: orderCard(data) };
@@ -544,6 +566,7 @@ function pipelineRows(t) {
 async function openAudit(id) {
   state.auditId = id;
   state.auditSig = '';
+  state.auditData = null;
   $('#audit-title').textContent = `Order #${id}: audit timeline`;
   $('#audit-body').replaceChildren(el('p', { class: 'muted', text: 'loading…' }));
   const dialog = $('#audit');
@@ -559,9 +582,11 @@ async function refreshAudit() {
   const dialog = $('#audit');
   if (!dialog.open || state.auditId === null) return;
   const id = state.auditId;
-  const t = await api('GET', `/api/orders/${id}`);
-  const sig = JSON.stringify(t);
-  if (sig === state.auditSig || state.auditId !== id) return;
+  const t = await fetchTimeline(id, state.auditData);
+  if (state.auditId !== id) return;
+  state.auditData = t;
+  const sig = timelineSig(t);
+  if (sig === state.auditSig) return;
   state.auditSig = sig;
   const body = $('#audit-body');
   const open = new Set([...body.querySelectorAll('details[open]')].map((d) => d.dataset.key));
@@ -977,7 +1002,7 @@ function start() {
   }, 'Simulator reset: initial knobs, empty ledger, no idempotency keys'));
   const dialog = $('#audit');
   $('#audit-close').addEventListener('click', () => dialog.close());
-  dialog.addEventListener('close', () => { state.auditId = null; state.auditSig = ''; });
+  dialog.addEventListener('close', () => { state.auditId = null; state.auditSig = ''; state.auditData = null; });
   // A click on the backdrop (outside the dialog box) closes it too.
   dialog.addEventListener('click', (e) => { if (e.target === dialog) dialog.close(); });
   poll();

@@ -230,6 +230,39 @@ await run('ui', async ({ step, open, seen }) => {
     await eventually('the slider to show 10', async () => (await knob.locator('input[name="failureRate"]').inputValue()) === '10');
   });
 
+  await step('a retried order\'s timeline is fetched whole once, then only its new attempt rows', async () => {
+    const asked = []; // afterAttempt of each timeline request of the order (0: none)
+    let retried;
+    const watch = (r) => {
+      const m = r.url().match(/\/api\/orders\/(\d+)(?:\?afterAttempt=(\d+))?$/);
+      if (m && Number(m[1]) === retried) asked.push(Number(m[2] || 0));
+    };
+    await api('PUT', '/api/simulator/config', { services: { 'inventory.reserve': { failureRate: 1, failureStatus: 503 } } });
+    retried = (await api('POST', '/api/orders', { customerId: 'ui-retried', totalAmount: 10, shippingType: 'domestic' })).json.id;
+    const rows = async () => (await api('GET', `/api/orders/${retried}`)).json.attempts.map((a) => a.id);
+    await eventually('three failed calls of the retried order', async () => (await rows()).length >= 3);
+    await sleep(1500); // the card has its rows
+    page.on('request', watch);
+    await card(retried).locator('.order-id').click();
+    const dialog = page.locator('#audit');
+    const shown = () => dialog.locator('details.attempt').evaluateAll((ds) => ds.map((d) => d.dataset.key));
+    await sleep(2500); // polls while the calls fail
+    await api('PUT', '/api/simulator/config', { services: { 'inventory.reserve': { failureRate: 0 } } });
+    await eventually('the retried order to be CONFIRMED', async () => (await badge(retried).textContent()) === 'CONFIRMED');
+    const all = await rows();
+    await eventually('the audit dialog to list every row once', async () =>
+      JSON.stringify((await shown()).sort()) === JSON.stringify(all.map((id) => `attempt-${id}`).sort()));
+    page.off('request', watch);
+    await page.locator('#audit-close').click();
+    const whole = asked.filter((a) => a === 0).length;
+    check(whole <= 2, `the timeline was fetched whole ${whole} times (the dialog's first look, once or twice): ${JSON.stringify(asked)}`);
+    check(asked.some((a) => a > 0), `no request asked for the new rows only: ${JSON.stringify(asked)}`);
+    check(asked.every((a) => a === 0 || all.includes(a)), `asked after ids that are not rows: ${JSON.stringify(asked)}`);
+    const forward = await card(retried).locator('.forward .node[data-step="inventory"]').getAttribute('data-state');
+    check(forward === 'success', `the card's inventory step is ${forward}`);
+    await api('POST', '/api/simulator/reset');
+  });
+
   await step('no dialog, no page error, no console error but the expected 422', async () => {
     check(dialogs.length === 0, `dialogs fired: ${dialogs.join(', ')}`);
     check(pageErrors.length === 0, `page errors: ${pageErrors.join('\n')}`);

@@ -293,6 +293,37 @@ TEST_CASE_FIXTURE(server_fixture,
 }
 
 TEST_CASE_FIXTURE(server_fixture,
+                  "GET /api/orders/{id}?afterAttempt=N lists only the newer attempt rows") {
+  auto id = create();
+  query_value(db(), fmt::format("INSERT INTO aggregate_results (event_id, aggregate_id, "
+                                "event_type, destination, fanout_order, attempt, endpoint_url, "
+                                "http_method, outcome) SELECT 1, '{}', 'OrderCreated', "
+                                "'inventory', 0, n, 'http://x/r', 'POST', 'retryable' FROM "
+                                "generate_series(1, 3) n RETURNING 1",
+                                id));
+  const auto path = "/api/orders/" + std::to_string(id);
+  auto whole = client->get(path);
+  REQUIRE(whole.json["attempts"].Size() == 3);
+  const auto first = whole.num("/attempts/0/id");
+  auto newer = client->get(path + "?afterAttempt=" + std::to_string(first));
+  CHECK(newer.status == 200);
+  REQUIRE(newer.json["attempts"].Size() == 2);
+  CHECK(newer.num("/attempts/0/attempt") == 2);
+  CHECK(newer.json["events"].Size() == 1); // the rest of the timeline is whole
+  CHECK(newer.num("/order/id") == id);
+  CHECK(client->get(path + "?afterAttempt=0").json["attempts"].Size() == 3);
+  auto none = client->get(path + "?afterAttempt=" + std::to_string(whole.num("/attempts/2/id")));
+  CHECK(none.json["attempts"].Size() == 0);
+  for (const char* bad : {"-1", "x", "1.5", "", "99999999999999999999"}) {
+    auto r = client->get(path + "?afterAttempt=" + bad);
+    CHECK_MESSAGE(r.status == 422, bad);
+    CHECK(r.str("/error/code") == "validation_failed");
+    CHECK(r.body.find("afterAttempt") != std::string::npos);
+  }
+  CHECK(client->get("/api/orders/999?afterAttempt=1").status == 404);
+}
+
+TEST_CASE_FIXTURE(server_fixture,
                   "PUT status ships and delivers, answers repeats from state, 409 otherwise") {
   auto id = create();
   auto path = "/api/orders/" + std::to_string(id) + "/status";

@@ -380,7 +380,7 @@ TEST_CASE_FIXTURE(fixture, "removal is refused before a terminal state and hides
   CHECK(repo.execute(id, domain::order_command::remove, {}).what ==
         domain::command_outcome::kind::applied);
   CHECK(query_value(db(), "SELECT deleted FROM orders") == "t");
-  CHECK_FALSE(repo.timeline(id));
+  CHECK_FALSE(repo.timeline(id, 0));
   CHECK(repo.list(std::nullopt, std::nullopt, 10).empty());
   CHECK(repo.execute(id, domain::order_command::remove, {}).what ==
         domain::command_outcome::kind::not_found);
@@ -436,7 +436,7 @@ TEST_CASE_FIXTURE(fixture, "the timeline shows the order's own events, attempts,
             "'NON_RETRYABLE_ERROR' FROM outbox_events WHERE aggregate_type = 'invoice'");
     tx.commit();
   }
-  auto t = repo.timeline(id);
+  auto t = repo.timeline(id, 0);
   REQUIRE(t);
   REQUIRE(t->events.size() == 1);
   CHECK(t->events[0].event_type == "OrderCreated");
@@ -459,18 +459,37 @@ TEST_CASE_FIXTURE(fixture, "the timeline lists an order's newest 1 000 attempts 
                                   id, n));
   };
   add_attempts(domain::max_timeline_attempts);
-  auto whole = repo.timeline(id);
+  auto whole = repo.timeline(id, 0);
   REQUIRE(whole);
   CHECK(whole->attempts.size() == domain::max_timeline_attempts);
   CHECK_FALSE(whole->attempts_truncated);
   add_attempts(5); // attempts 1..5 again, newer
-  auto t = repo.timeline(id);
+  auto t = repo.timeline(id, 0);
   REQUIRE(t);
   REQUIRE(t->attempts.size() == domain::max_timeline_attempts);
   CHECK(t->attempts_truncated);
   CHECK(t->attempts.front().attempt == 6); // the five oldest rows are left out
   CHECK(t->attempts.back().attempt == 5);  // the newest row comes last
   CHECK(t->attempts.front().id < t->attempts.back().id);
+
+  // A poller that has the rows up to one id asks for the newer ones only.
+  auto newest_five = repo.timeline(id, t->attempts[t->attempts.size() - 6].id);
+  REQUIRE(newest_five);
+  REQUIRE(newest_five->attempts.size() == 5);
+  CHECK_FALSE(newest_five->attempts_truncated);
+  CHECK(newest_five->attempts.front().attempt == 1);
+  CHECK(newest_five->attempts.back().attempt == 5);
+  CHECK(newest_five->events.size() == 1); // the rest of the timeline is whole
+  auto none = repo.timeline(id, t->attempts.back().id);
+  REQUIRE(none);
+  CHECK(none->attempts.empty());
+  CHECK_FALSE(none->attempts_truncated);
+  add_attempts(domain::max_timeline_attempts + 1); // more new rows than a timeline lists
+  auto capped = repo.timeline(id, t->attempts.back().id);
+  REQUIRE(capped);
+  CHECK(capped->attempts.size() == domain::max_timeline_attempts);
+  CHECK(capped->attempts_truncated);
+  CHECK(capped->attempts.front().attempt == 2);
 }
 
 TEST_CASE_FIXTURE(fixture, "the pool reconnects after its connections are killed") {

@@ -272,9 +272,9 @@ std::int64_t parse_after_attempt(const httplib::Request& req) {
   std::int64_t n = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
   if (ec != std::errc() || end != s.data() + s.size() || n < 0)
-    throw validation_error({{"afterAttempt",
-                             fmt::format("must be an attempt id (an integer, 0 or more), got '{}'",
-                                         s)}});
+    throw validation_error(
+        {{"afterAttempt",
+          fmt::format("must be an attempt id (an integer, 0 or more), got '{}'", s)}});
   return n;
 }
 

@@ -284,9 +284,8 @@ std::optional<domain::order_timeline> order_repository::timeline(std::int64_t or
     auto aggregate = std::to_string(order_id);
     for (const auto& r : tx.exec_prepared("events_of_order", aggregate))
       t.events.push_back(to_event(r));
-    auto attempts =
-        tx.exec_prepared("attempts_of_order", aggregate, domain::max_timeline_attempts + 1,
-                         after_attempt);
+    auto attempts = tx.exec_prepared("attempts_of_order", aggregate,
+                                     domain::max_timeline_attempts + 1, after_attempt);
     t.attempts_truncated = attempts.size() > domain::max_timeline_attempts;
     for (auto r = attempts.begin() + (t.attempts_truncated ? 1 : 0); r != attempts.end(); ++r)
       t.attempts.push_back(to_attempt(*r));

@@ -386,6 +386,16 @@ std::variant<std::string, field_errors> validate_resolution(const rapidjson::Val
   return "resolved by an operator: " + *reason;
 }
 
+field_errors validate_redrive(const rapidjson::Value* body) {
+  if (body == nullptr)
+    return {};
+  if (!body->IsObject())
+    return {{"", fmt::format("request body must be a JSON object, got {}", json_type_name(*body))}};
+  field_errors errors;
+  refuse_unknown_fields(*body, {}, "", errors);
+  return errors;
+}
+
 decision decide(order_status current, order_command command) {
   using s = order_status;
   auto conflict = [&](std::string_view what) {

@@ -107,6 +107,10 @@ std::variant<std::string, field_errors> validate_cancel(const rapidjson::Value* 
 /// reason the order is given: "resolved by an operator: <reason>".
 std::variant<std::string, field_errors> validate_resolution(const rapidjson::Value* body);
 
+/// The optional body of an operator's redrive of a failed dead letter: nothing, or `{}` (it
+/// takes no fields; one sent is refused rather than ignored).
+field_errors validate_redrive(const rapidjson::Value* body);
+
 /// The state machine's answer to a command: change state, nothing to do (the request was already
 /// carried out: answer from the current state), or refuse (409) with a reason.
 struct decision {

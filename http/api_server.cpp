@@ -428,6 +428,9 @@ void get_dead_letter(const api_context& c, const httplib::Request& req, httplib:
 
 void retry_dead_letter(const api_context& c, const httplib::Request& req, httplib::Response& res) {
   auto id = parse_id(req.matches[1], "dead letter");
+  auto body = parse_json_body(req, false);
+  if (auto errors = domain::validate_redrive(body ? &*body : nullptr); !errors.empty())
+    throw validation_error(errors);
   auto outcome = c.deps.dead_letters.redrive(id);
   using kind = domain::redrive_outcome::kind;
   if (outcome.what == kind::not_found)

@@ -152,7 +152,9 @@ UPDATE outbox_events
  WHERE id = $1 AND lease_token = $2)sql";
 
 // $3 error, $4 reason, $5 status of the dead letter, $6 runs to count (0 for a run that made no
-// call: it must not look like a run whose rows were lost).
+// call: it must not look like a run whose rows were lost). A dead letter written FAILED is a
+// compensation (a cancellation) that could not be done: its error is the revert's, and an
+// operator is looking for it in revert_error as in any failed compensation's.
 constexpr const char* dead_letter_sql = R"sql(
 WITH done AS (UPDATE outbox_events
    SET status = 'DEAD', attempts = attempts + $6::int, last_error = $3, status_changed_at = now(),
@@ -160,9 +162,10 @@ WITH done AS (UPDATE outbox_events
  WHERE id = $1 AND lease_token = $2
 RETURNING id, aggregate_type, aggregate_id, event_type, payloads),
 letter AS (INSERT INTO dead_letter_events (original_event_id, aggregate_type, aggregate_id,
-  event_type, payloads, reason, last_error, status, resolved_at, failed_step)
+  event_type, payloads, reason, last_error, status, resolved_at, failed_step, revert_error)
 SELECT id, aggregate_type, aggregate_id, event_type, payloads, $4::text, $3::text, $5::text,
-       CASE WHEN $5::text = 'PENDING' THEN NULL ELSE now() END, nullif($7::text, '')
+       CASE WHEN $5::text = 'PROCESSED' THEN now() END, nullif($7::text, ''),
+       CASE WHEN $5::text = 'FAILED' THEN $3::text END
   FROM done
 RETURNING id))sql";
 

@@ -545,6 +545,14 @@ TEST_CASE_FIXTURE(server_fixture,
 TEST_CASE_FIXTURE(server_fixture, "POST /api/dlq/{id}/retry redrives only FAILED dead letters") {
   auto failed = add_dead_letter(*this, "FAILED");
   auto pending = add_dead_letter(*this, "PENDING");
+  // It takes no fields: one sent is refused, naming it, and the dead letter stays FAILED.
+  auto refused = client->post("/api/dlq/" + std::to_string(failed) + "/retry", R"({"bogus":1})");
+  CHECK(refused.status == 422);
+  CHECK(refused.str("/error/details/0/field") == "bogus");
+  CHECK(client->get("/api/dlq/" + std::to_string(failed)).str("/deadLetter/status") == "FAILED");
+  CHECK(client->post("/api/dlq/" + std::to_string(failed) + "/retry", "{}").status == 202);
+  query_value(db(), "UPDATE dead_letter_events SET status = 'FAILED' WHERE id = " +
+                        std::to_string(failed) + " RETURNING 1");
   auto redriven = client->post("/api/dlq/" + std::to_string(failed) + "/retry", "");
   CHECK(redriven.status == 202);
   CHECK(redriven.str("/status") == "PENDING");

@@ -41,6 +41,30 @@ TEST_CASE("migrations apply every file once and a second run applies nothing") {
   CHECK(query_value(conninfo, "SELECT to_regclass('dead_letter_events') IS NOT NULL") == "t");
 }
 
+TEST_CASE("upgrading clears the resolved stamp of dead letters that were written FAILED") {
+  auto conninfo = empty_database("outboxd_pg_migrate_unresolved");
+  pqxx::connection c(conninfo);
+  std::vector<persistence::migration> before;
+  for (const auto& m : persistence::migrations())
+    if (m.version < 16)
+      before.push_back(m);
+  persistence::migrate(c, before, {});
+  // As the previous version wrote them: a cancellation dead-lettered FAILED at once, stamped.
+  query_value(conninfo, "INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, "
+                        "payloads, status, idempotency_key) VALUES ('order', '1', '!OrderCreated', "
+                        "'{}', 'DEAD', 'k1'), ('order', '2', 'OrderCreated', '{}', 'DEAD', 'k2') "
+                        "RETURNING 1");
+  query_value(conninfo, "INSERT INTO dead_letter_events (original_event_id, aggregate_type, "
+                        "aggregate_id, event_type, payloads, reason, status, resolved_at) SELECT "
+                        "id, 'order', aggregate_id, event_type, '{}', CASE id WHEN 1 THEN "
+                        "'CANCELLATION_FAILED' ELSE 'NON_RETRYABLE_ERROR' END, CASE id WHEN 1 THEN "
+                        "'FAILED' ELSE 'PROCESSED' END, now() FROM outbox_events RETURNING 1");
+  persistence::migrate(c);
+  CHECK(query_value(conninfo,
+                    "SELECT string_agg(status || ' ' || (resolved_at IS NOT NULL), ', ' "
+                    "ORDER BY id) FROM dead_letter_events") == "FAILED false, PROCESSED true");
+}
+
 TEST_CASE("several processes migrating one database at once do not collide") {
   auto conninfo = empty_database("outboxd_pg_migrate_race");
   std::vector<std::thread> threads;

@@ -796,8 +796,11 @@ TEST_CASE("the order hooks move the order inside the completing transaction") {
                            domain::engine_outcome::compensation_failed));
   CHECK(query_value(db(), "SELECT order_status || ' ' || status_reason FROM orders") ==
         "ATTENTION billing.revert: HTTP 400");
-  CHECK(query_value(db(), "SELECT status || ' ' || (resolved_at IS NOT NULL) FROM "
-                          "dead_letter_events") == "FAILED true");
+  // Written FAILED, it waits for an operator: not resolved; the revert's error where an operator
+  // looks for it.
+  CHECK(query_value(db(), "SELECT status || ' ' || (resolved_at IS NOT NULL) || ' ' || "
+                          "revert_error FROM dead_letter_events") ==
+        "FAILED false billing.revert: HTTP 400");
 }
 
 TEST_CASE("an event queued for an order with an id that is no number completes and names no "

@@ -59,6 +59,29 @@ std::size_t call_driver::flush_batch() {
   return resumed;
 }
 
+std::size_t call_driver::pending() const {
+  std::size_t n = 0;
+  for (const auto* b : batches_)
+    n += b->pending();
+  return n;
+}
+
+std::size_t call_driver::linger() {
+  const auto typical = typical_call_;
+  if (typical >= linger_below_ || pending() == 0)
+    return 0;
+  // A flush costs a round trip and a commit, about as long as such a call: waiting for the calls
+  // about to land costs each waiting run little and saves the database a commit per run. A flush
+  // of group_rows runs shares its commit well enough; with more calls in flight, flushes reach it
+  // by themselves (the rows gather while the previous statement runs).
+  std::size_t resumed = 0;
+  const auto until = clock::now() + typical;
+  for (auto now = clock::now(); calls_.in_flight() > 0 && pending() < group_rows && now < until;
+       now = clock::now())
+    resumed += calls_.run(std::chrono::ceil<std::chrono::microseconds>(until - now));
+  return resumed;
+}
+
 std::size_t call_driver::drive(std::chrono::milliseconds max_wait) {
   // The runs' lines of one pass go out in one write: before the wait on the calls, before each
   // statement (the connections write them when one is borrowed) and at the end.
@@ -75,6 +98,8 @@ std::size_t call_driver::drive(std::chrono::milliseconds max_wait) {
   if (wait.count() > 0)
     log::write_held();
   resumed += calls_.run(wait);
+  if (resumed > 0)
+    resumed += linger();
   resumed += flush_batch();
   resumed += resume_due_timers();
   resumed += flush_batch();

@@ -33,9 +33,17 @@ public:
     virtual std::size_t flush() = 0;
     /// Forgets what is pending without resuming its runs (they are being destroyed).
     virtual void drop() = 0;
+    /// How many runs wait on the next flush.
+    virtual std::size_t pending() const = 0;
   };
 
-  call_driver() = default;
+  /// Calls that take less than this on average are fast enough for drive() to wait for the
+  /// other calls in flight (at most one average call) before it flushes the batches of those
+  /// that finished, so that their runs share a statement and a commit.
+  static constexpr std::chrono::microseconds fast_call{1000};
+
+  explicit call_driver(std::chrono::microseconds linger_below = fast_call)
+      : linger_below_(linger_below), typical_call_(linger_below) {}
   /// Cancels everything (see cancel_all).
   ~call_driver();
   call_driver(const call_driver&) = delete;
@@ -49,7 +57,8 @@ public:
       client::call_result result;
       bool await_ready() noexcept { return false; }
       void await_suspend(std::coroutine_handle<> h) {
-        d.calls_.start(request, [this, h](client::call_result r) {
+        d.calls_.start(request, [this, h, started = clock::now()](client::call_result r) {
+          d.took(clock::now() - started);
           result = std::move(r);
           h.resume();
         });
@@ -108,6 +117,15 @@ private:
   };
   std::size_t resume_due_timers();
   std::size_t flush_batch();
+  /// Adds a finished call's time to the moving average.
+  void took(clock::duration d) { typical_call_ += (d - typical_call_) / 8; }
+  /// Runs waiting on the next flush.
+  std::size_t pending() const;
+  /// With fast calls and runs waiting on a flush: runs the calls in flight for up to one average
+  /// call more, until group_rows runs wait, so that those finishing meanwhile join the flush. How
+  /// many runs it resumed.
+  std::size_t linger();
+  static constexpr std::size_t group_rows = 4;
 
   client::multi_caller calls_;
   std::priority_queue<timer, std::vector<timer>, std::greater<>> timers_;
@@ -115,6 +133,8 @@ private:
   std::map<std::uint64_t, std::coroutine_handle<>> runs_; // live top-level runs by id
   std::uint64_t next_run_ = 0;
   std::vector<batch*> batches_;
+  const clock::duration linger_below_;
+  clock::duration typical_call_; // starts at linger_below_: no lingering before a fast call
 };
 
 } // namespace outboxd::actors

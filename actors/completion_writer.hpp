@@ -48,7 +48,7 @@ public:
   }
 
   /// Completions handed over and not yet written.
-  std::size_t pending() const { return pending_.size(); }
+  std::size_t pending() const override { return pending_.size(); }
 
   std::size_t flush() override;
   void drop() override { pending_.clear(); }

@@ -9,6 +9,7 @@
 #include "client/transfer.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <curl/curl.h>
@@ -151,7 +152,29 @@ std::vector<std::pair<multi_caller::completion, call_result>> multi_caller::coll
   return out;
 }
 
-std::size_t multi_caller::run(std::chrono::milliseconds max_wait) {
+namespace {
+
+/// epoll_wait with a timeout finer than a millisecond (epoll_pwait2, Linux 5.11); on an older
+/// kernel epoll_wait, the timeout rounded up to whole milliseconds.
+int wait_for_sockets(int epoll_fd, epoll_event* events, int max_events,
+                     std::chrono::microseconds wait) {
+  static std::atomic<bool> fine{true};
+  if (fine.load(std::memory_order_relaxed)) {
+    const auto secs = std::chrono::floor<std::chrono::seconds>(wait);
+    timespec ts{static_cast<time_t>(secs.count()),
+                static_cast<long>(std::chrono::nanoseconds(wait - secs).count())};
+    int n = ::epoll_pwait2(epoll_fd, events, max_events, &ts, nullptr);
+    if (n >= 0 || errno != ENOSYS)
+      return n;
+    fine.store(false, std::memory_order_relaxed);
+  }
+  return ::epoll_wait(epoll_fd, events, max_events,
+                      static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(wait).count()));
+}
+
+} // namespace
+
+std::size_t multi_caller::run(std::chrono::microseconds max_wait) {
   auto finished = std::move(ready_);
   ready_.clear();
   if (!running_.empty()) {
@@ -162,10 +185,10 @@ std::size_t multi_caller::run(std::chrono::milliseconds max_wait) {
   if (finished.empty()) {
     auto wait = max_wait;
     if (timeout_ != clock::time_point::max())
-      wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(timeout_ - clock::now()),
-                        std::chrono::milliseconds{0}, max_wait);
+      wait = std::clamp(std::chrono::ceil<std::chrono::microseconds>(timeout_ - clock::now()),
+                        std::chrono::microseconds{0}, max_wait);
     epoll_event events[64];
-    int n = ::epoll_wait(epoll_fd_, events, 64, static_cast<int>(wait.count()));
+    int n = wait_for_sockets(epoll_fd_, events, 64, wait);
     for (int i = 0; i < n; ++i) {
       auto e = events[i].events;
       act(events[i].data.fd, ((e & (EPOLLIN | EPOLLHUP | EPOLLERR)) ? CURL_CSELECT_IN : 0) |

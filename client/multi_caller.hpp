@@ -37,7 +37,7 @@ public:
   /// Moves the calls in flight on, waiting at most `max_wait` for one to progress, and calls the
   /// completions of those that finished. Returns how many finished. Sleeps the whole `max_wait`
   /// when nothing is in flight.
-  std::size_t run(std::chrono::milliseconds max_wait);
+  std::size_t run(std::chrono::microseconds max_wait);
 
   /// Sends what the calls started since the last run() can send now (connects, requests) without
   /// waiting or handing out results, so that they do not wait for the thread's next run().

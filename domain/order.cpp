@@ -547,9 +547,15 @@ event_draft order_status_updated_event(std::int64_t order_id, order_status from,
           fmt::format("order:{}:{}:{}", order_id, order_status_updated, to_string(to))};
 }
 
-event_draft order_cancellation_event(std::int64_t order_id) {
+event_draft order_cancellation_event(std::int64_t order_id, const std::string& reason) {
+  rapidjson::StringBuffer out;
+  writer w(out);
+  w.StartObject();
+  w.Key("reason");
+  w.String(reason.data(), static_cast<rapidjson::SizeType>(reason.size()));
+  w.EndObject();
   return {std::string(order_aggregate), std::to_string(order_id), std::string(order_cancellation),
-          "{}", fmt::format("order:{}:{}", order_id, order_cancellation)};
+          out.GetString(), fmt::format("order:{}:{}", order_id, order_cancellation)};
 }
 
 } // namespace outboxd::domain

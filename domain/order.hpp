@@ -161,7 +161,9 @@ event_draft order_created_event(const order& o, const std::vector<order_item>& i
 /// `OrderStatusUpdated` with the notifications payload (order id, old and new status), which any
 /// other destination gets too.
 event_draft order_status_updated_event(std::int64_t order_id, order_status from, order_status to);
-/// `!OrderCreated`: reverts what the order's OrderCreated applied; it carries no payloads.
-event_draft order_cancellation_event(std::int64_t order_id);
+/// `!OrderCreated`: reverts what the order's OrderCreated applied. It calls nobody with payloads;
+/// it carries the cancellation's reason (`{"reason": ...}`), the order's reason again once a
+/// cancellation that needed an operator is done.
+event_draft order_cancellation_event(std::int64_t order_id, const std::string& reason);
 
 } // namespace outboxd::domain

@@ -244,7 +244,7 @@ domain::command_outcome order_repository::execute(std::int64_t order_id,
       break;
     case domain::order_command::cancel:
       updated = to_order(tx.exec_prepared1("set_cancelling", order_id, reason));
-      event_id = insert_draft(tx, domain::order_cancellation_event(order_id));
+      event_id = insert_draft(tx, domain::order_cancellation_event(order_id, reason));
       break;
     case domain::order_command::remove:
       updated = to_order(tx.exec_prepared1("mark_deleted", order_id));

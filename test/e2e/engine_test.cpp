@@ -421,18 +421,25 @@ TEST_CASE("a cancellation that cannot revert needs attention, and a redrive canc
   auto id = p.create_order();
   REQUIRE(p.wait_status(id, "CONFIRMED") == "CONFIRMED");
   p.knobs(R"({"billing.refund":{"failureRate":1.0,"failureStatus":503,"retryAfter":0}})");
-  CHECK(p.client().post("/api/orders/" + std::to_string(id) + "/cancel", "").status == 202);
+  CHECK(
+      p.client()
+          .post("/api/orders/" + std::to_string(id) + "/cancel", R"({"reason":"found it cheaper"})")
+          .status == 202);
   CHECK(p.wait_status(id, "ATTENTION") == "ATTENTION");
   auto t = p.timeline(id);
   REQUIRE(t.json["deadLetters"].Size() == 1);
   CHECK(t.str("/deadLetters/0/reason") == "CANCELLATION_FAILED");
   CHECK(t.str("/deadLetters/0/status") == "FAILED");
   CHECK(t.str("/deadLetters/0/eventType") == "!OrderCreated");
+  CHECK(t.json["deadLetters"][0]["resolvedAt"].IsNull()); // it waits for an operator
+  CHECK(t.str("/deadLetters/0/revertError").find("billing.revert") == 0);
   CHECK(t.str("/order/statusReason").find("billing.revert") == 0);
   p.knobs(R"({"billing.refund":{"failureRate":0}})");
   auto dlq = t.num("/deadLetters/0/id");
   CHECK(p.client().post("/api/dlq/" + std::to_string(dlq) + "/retry", "").status == 202);
   CHECK(p.wait_status(id, "CANCELLED") == "CANCELLED");
+  // Done at last, the order has the user's reason again, not the error that needed an operator.
+  CHECK(p.timeline(id).str("/order/statusReason") == "found it cheaper");
   auto ledger = p.ledger(id);
   for (const auto* op : {"inventory.reserve", "shipping.domestic.create", "billing.charge"}) {
     auto entries = ledger_entries(ledger, op);

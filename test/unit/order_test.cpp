@@ -327,10 +327,10 @@ TEST_CASE("status updates and cancellations have per-order, per-transition idemp
         "SHIPPED");
   CHECK(std::string(rapidjson::Pointer("/*/payload/newStatus").Get(d)->GetString()) == "SHIPPED");
   CHECK(std::string(rapidjson::Pointer("/*/pathParams/orderId").Get(d)->GetString()) == "7");
-  auto c = order_cancellation_event(7);
+  auto c = order_cancellation_event(7, "changed \"my\" mind");
   CHECK(c.event_type == "!OrderCreated");
   CHECK(c.idempotency_key == "order:7:!OrderCreated");
-  CHECK(c.payloads_json == "{}");
+  CHECK(c.payloads_json == R"({"reason":"changed \"my\" mind"})");
 }
 
 TEST_CASE("status names round-trip") {

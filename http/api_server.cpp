@@ -13,8 +13,11 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <fmt/format.h>
 #include <httplib.h>
+#include <limits>
+#include <optional>
 
 namespace outboxd::http {
 namespace {
@@ -83,13 +86,24 @@ void add_destination_gauges(std::string& out,
 }
 
 /// A positive int64 path segment, or a 404 naming what was asked for.
+/// `text` as a whole decimal integer in [min, max]; nothing for anything else (a sign, spaces, a
+/// fraction, trailing characters, an overflow).
+std::optional<std::int64_t>
+whole_number(std::string_view text, std::int64_t min,
+             std::int64_t max = std::numeric_limits<std::int64_t>::max()) {
+  std::int64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < min || n > max)
+    return std::nullopt;
+  return n;
+}
+
 std::int64_t parse_id(const std::string& text, std::string_view what) {
-  std::int64_t id = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
-  if (ec != std::errc() || end != text.data() + text.size() || id <= 0)
+  auto id = whole_number(text, 1);
+  if (!id)
     throw api_error(error_kind::not_found,
                     fmt::format("{} '{}' not found: ids are positive integers", what, text));
-  return id;
+  return *id;
 }
 
 void reply(httplib::Response& res, int status, const std::string& body) {
@@ -118,22 +132,18 @@ page_request parse_page(const httplib::Request& req, IsStatus valid_status) {
   }
   if (req.has_param("limit")) {
     auto s = req.get_param_value("limit");
-    int n = 0;
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-    if (ec != std::errc() || end != s.data() + s.size() || n < 1 || n > max_page)
+    if (auto n = whole_number(s, 1, max_page))
+      p.limit = static_cast<int>(*n);
+    else
       errors.push_back(
           {"limit", fmt::format("must be an integer between 1 and {}, got '{}'", max_page, s)});
-    else
-      p.limit = n;
   }
   if (req.has_param("cursor")) {
     auto s = req.get_param_value("cursor");
-    std::int64_t n = 0;
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-    if (ec != std::errc() || end != s.data() + s.size() || n < 1)
-      errors.push_back({"cursor", fmt::format("must be a value from nextCursor, got '{}'", s)});
-    else
+    if (auto n = whole_number(s, 1))
       p.before = n;
+    else
+      errors.push_back({"cursor", fmt::format("must be a value from nextCursor, got '{}'", s)});
   }
   if (!errors.empty())
     throw validation_error(errors);
@@ -269,13 +279,12 @@ std::int64_t parse_after_attempt(const httplib::Request& req) {
   if (!req.has_param("afterAttempt"))
     return 0;
   auto s = req.get_param_value("afterAttempt");
-  std::int64_t n = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (ec != std::errc() || end != s.data() + s.size() || n < 0)
+  auto n = whole_number(s, 0);
+  if (!n)
     throw validation_error(
         {{"afterAttempt",
           fmt::format("must be an attempt id (an integer, 0 or more), got '{}'", s)}});
-  return n;
+  return *n;
 }
 
 void get_order(const api_context& c, const httplib::Request& req, httplib::Response& res) {

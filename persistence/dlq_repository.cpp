@@ -31,7 +31,8 @@ UPDATE dead_letter_events
    SET status = 'PROCESSED', attempts = attempts + 1, resolved_at = now(), status_changed_at = now(),
        revert_error = NULL, next_retry_at = NULL,
        lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
- WHERE id = $1 AND lease_token = $2)sql";
+ WHERE id = $1 AND lease_token = $2
+RETURNING payloads->>'reason')sql";
 
 constexpr const char* retry_sql = R"sql(
 UPDATE dead_letter_events
@@ -95,8 +96,6 @@ dlq_repository::dlq_repository(pqxx::connection& conn, hooks_by_type hooks)
     : conn_(conn), hooks_(std::move(hooks)),
       claim_("dlq_claim", claim_walk_sql("dead_letter_events", 'd', claim_tests, claim_returns)) {
   conn_.prepare("dlq_resolve", resolve_sql);
-  conn_.prepare("dlq_cancellation_reason",
-                "SELECT payloads->>'reason' FROM dead_letter_events WHERE id = $1");
   conn_.prepare("dlq_retry", retry_sql);
   conn_.prepare("dlq_postpone", postpone_sql);
   conn_.prepare("dlq_extend", extend_sql);
@@ -129,15 +128,14 @@ std::vector<claimed_dead_letter> dlq_repository::claim(const std::string& owner,
 bool dlq_repository::resolve(const claimed_dead_letter& d, domain::engine_outcome outcome,
                              const std::string& reason) {
   pqxx::work tx(conn_);
-  if (tx.exec_prepared("dlq_resolve", d.id, d.lease_token).affected_rows() != 1)
+  auto r = tx.exec_prepared("dlq_resolve", d.id, d.lease_token);
+  if (r.affected_rows() != 1)
     return false;
   // A cancellation done at last: the order is given its reason again, which the error that put it
   // in ATTENTION had replaced (a cancellation queued by an older version carries none).
   auto why = reason;
-  if (outcome == domain::engine_outcome::cancellation_compensated)
-    if (auto r = tx.exec_prepared("dlq_cancellation_reason", d.id);
-        !r.empty() && !r[0][0].is_null())
-      why = r[0][0].as<std::string>();
+  if (outcome == domain::engine_outcome::cancellation_compensated && !r[0][0].is_null())
+    why = r[0][0].as<std::string>();
   apply_transition(tx, hooks_of(hooks_, d.aggregate_type), d.aggregate_id, outcome, why);
   tx.commit();
   return true;

@@ -259,8 +259,12 @@ TEST_CASE_FIXTURE(server_fixture, "GET /api/orders lists newest first with filte
   auto confirmed = client->get("/api/orders?status=CONFIRMED");
   REQUIRE(confirmed.json["orders"].Size() == 1);
   CHECK(confirmed.num("/orders/0/id") == 2);
-  for (const char* bad : {"/api/orders?limit=0", "/api/orders?limit=abc", "/api/orders?limit=501",
-                          "/api/orders?status=NOPE", "/api/orders?cursor=-3"}) {
+  CHECK(client->get("/api/orders?limit=500").status == 200); // the largest page
+  for (const char* bad :
+       {"/api/orders?limit=0", "/api/orders?limit=abc", "/api/orders?limit=501",
+        "/api/orders?limit=4294967297", "/api/orders?limit=+5", "/api/orders?limit=5%20",
+        "/api/orders?status=NOPE", "/api/orders?cursor=-3", "/api/orders?cursor=0",
+        "/api/orders?cursor=99999999999999999999"}) {
     auto r = client->get(bad);
     CHECK_MESSAGE(r.status == 422, bad);
     CHECK(r.str("/error/code") == "validation_failed");

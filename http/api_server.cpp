@@ -85,7 +85,6 @@ void add_destination_gauges(std::string& out,
                         "Calls in flight to each destination from this process.", in_flight);
 }
 
-/// A positive int64 path segment, or a 404 naming what was asked for.
 /// `text` as a whole decimal integer in [min, max]; nothing for anything else (a sign, spaces, a
 /// fraction, trailing characters, an overflow).
 std::optional<std::int64_t>
@@ -98,6 +97,7 @@ whole_number(std::string_view text, std::int64_t min,
   return n;
 }
 
+/// A positive int64 path segment, or a 404 naming what was asked for.
 std::int64_t parse_id(const std::string& text, std::string_view what) {
   auto id = whole_number(text, 1);
   if (!id)

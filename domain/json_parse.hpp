@@ -96,6 +96,7 @@ std::optional<json_parse_error> parse_json_bounded(rapidjson::Document& doc, std
   rapidjson::ParseResult result;
   bool too_deep = false;
   bool lone_surrogate = false;
+  std::size_t read = 0;
   auto generate = [&](rapidjson::Document& target) {
     detail::depth_bounded_handler<rapidjson::Document> handler{target, max_depth};
     rapidjson::MemoryStream bytes(text.data(), text.size());
@@ -104,10 +105,17 @@ std::optional<json_parse_error> parse_json_bounded(rapidjson::Document& doc, std
     result = reader.Parse<Flags | rapidjson::kParseIterativeFlag>(stream, handler);
     too_deep = handler.too_deep;
     lone_surrogate = handler.lone_surrogate;
+    read = bytes.Tell();
     return !result.IsError();
   };
   doc.SetNull();
   doc.Populate(generate);
+  // rapidjson reads a NUL byte as the end of the text: a value followed by one and anything after
+  // it would pass, and a body that a proxy inspected would not be the one read here.
+  if (!result.IsError() && read < text.size()) {
+    doc.SetNull();
+    return json_parse_error{"a NUL byte after the value (only whitespace may follow it)", read};
+  }
   if (!result.IsError())
     return std::nullopt;
   doc.SetNull();

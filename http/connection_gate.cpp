@@ -137,17 +137,30 @@ std::pair<std::string_view, std::string_view> request_line(std::string_view buff
   return {line.substr(0, method_end), target.substr(0, target.find(' '))};
 }
 
-/// One request's bytes as httplib reads them, and the buffer that collects its answer (written
-/// to the connection after the handler, without waiting for the client).
+/// One request's bytes as httplib reads them (its header block as sent: see head_as_sent), and
+/// the buffer that collects its answer (written to the connection after the handler, without
+/// waiting for the client).
 class gate_stream final : public httplib::Stream {
 public:
   gate_stream(connection_gate::connection& c, std::size_t length, const gate_run& run,
               std::string& out)
-      : c_(c), length_(length), run_(run), out_(out) {}
+      : c_(c), length_(length), run_(run), out_(out) {
+    auto request = std::string_view(c_.buffer).substr(0, length_);
+    if (auto head = head_as_sent(request)) {
+      head_ = std::move(*head);
+      position_ = request.find("\r\n\r\n") + 4; // the body, read after head_
+    }
+  }
 
-  bool is_readable() const override { return position_ < length_; }
+  bool is_readable() const override { return head_read_ < head_.size() || position_ < length_; }
   bool is_writable() const override { return true; }
   ssize_t read(char* ptr, size_t size) override {
+    if (head_read_ < head_.size()) {
+      auto n = std::min(size, head_.size() - head_read_);
+      std::memcpy(ptr, head_.data() + head_read_, n);
+      head_read_ += n;
+      return static_cast<ssize_t>(n);
+    }
     auto n = std::min(size, length_ - position_);
     std::memcpy(ptr, c_.buffer.data() + position_, n);
     position_ += n;
@@ -175,7 +188,9 @@ public:
 private:
   connection_gate::connection& c_;
   std::size_t length_;
-  std::size_t position_ = 0;
+  std::string head_; // the header block rewritten, when it had to be
+  std::size_t head_read_ = 0;
+  std::size_t position_ = 0; // in c_.buffer
   const gate_run& run_;
   std::string& out_;
 };
@@ -678,10 +693,33 @@ connection_gate::run_outcome connection_gate::run_once(ready_request& r, std::st
   return {false, {}, close || closed || run.close};
 }
 
+bool connection_gate::send_waiting(connection& c, std::string_view data) {
+  const int cap = std::max(1, limits_.workers / 4);
+  if (writing_workers_.fetch_add(1) >= cap) {
+    --writing_workers_;
+    log::debug(component_,
+               "{}:{}: closed: {} bytes of an answer over the budget of unsent answers, with {} "
+               "worker(s) waiting for clients to read already",
+               c.client, c.client_port, data.size(), cap);
+    metrics::global().http_connections_refused.inc({{"reason", "slow_reader"}});
+    return false;
+  }
+  bool sent = send_within(c.fd, data, limits_.write_timeout);
+  --writing_workers_;
+  if (!sent) {
+    log::debug(component_,
+               "{}:{}: closed: {} bytes of an answer not read within "
+               "server.writeTimeout ({} ms)",
+               c.client, c.client_port, data.size(), limits_.write_timeout.count());
+    metrics::global().http_connections_refused.inc({{"reason", "slow_reader"}});
+  }
+  return sent;
+}
+
 void connection_gate::serve(ready_request r) {
   auto& c = *r.conn;
   if (!r.unsent.empty()) // the rest of a quick answer: then the gate thread takes over again
-    return give_back(&c, !send_within(c.fd, r.unsent, limits_.write_timeout) || r.close_after);
+    return give_back(&c, !send_waiting(c, r.unsent) || r.close_after);
   std::string out;
   for (;;) {
     auto o = run_once(r, out);
@@ -695,7 +733,7 @@ void connection_gate::serve(ready_request r) {
     case sent::parked: // the gate thread writes the rest, then serves what follows
       return give_back(&c, o.close);
     case sent::over_budget: // wait for the client here, as long as server.writeTimeout
-      if (!send_within(c.fd, c.unsent, limits_.write_timeout))
+      if (!send_waiting(c, c.unsent))
         o.close = true;
       c.unsent.clear();
       break;

@@ -141,6 +141,11 @@ private:
   /// Sends what `c` takes of `out` now and keeps the rest in `c.unsent` (counted against the
   /// budget of unsent answers, unless over it).
   sent send_or_park(connection& c, const std::string& out);
+  /// Over that budget: this worker waits for `c`'s client to take `data` (at most
+  /// server.writeTimeout), unless a quarter of the workers wait so already; then nothing is sent
+  /// and the connection is to be closed, so that clients that do not read cannot hold every
+  /// worker. False when the connection must close.
+  bool send_waiting(connection& c, std::string_view data);
   void try_dispatch(connection& c, bool quick_allowed = true);
   void sweep(std::chrono::steady_clock::time_point now);
   void take_back(std::chrono::steady_clock::time_point now);
@@ -188,6 +193,7 @@ private:
   std::chrono::steady_clock::time_point gate_wakes_at_;
   std::atomic<std::size_t> waiting_ = 0;               // ready_.size(), read without the mutex
   std::atomic<std::size_t> unsent_bytes_ = 0;          // of every connection's unsent answer
+  std::atomic<int> writing_workers_ = 0;               // in send_waiting()
   std::vector<std::pair<connection*, bool>> returned_; // from the workers: (connection, close)
   bool stopping_ = false;
   std::atomic<bool> workers_done_ = false; // stop() joined the workers: the gate thread ends

@@ -58,14 +58,16 @@ void serve_whole_bodies(const httplib::Request& req) {
 }
 
 /// What is wrong with the query of `target`, if anything: a parameter given twice (which one
-/// counts would be a guess) or a raw '=' inside a value (the library would keep only what follows
-/// the last one, so `aggregateId=zzz=1` read as 1). Either is refused rather than read wrongly.
+/// counts would be a guess; names compared as the library reads them, percent-decoded, so that
+/// `limit` and `%6Cimit` are one name) or a raw '=' inside a value (the library would keep only
+/// what follows the last one, so `aggregateId=zzz=1` read as 1). Either is refused rather than
+/// read wrongly.
 std::optional<std::string> query_problem(std::string_view target) {
   const auto at = target.find('?');
   if (at == std::string_view::npos)
     return std::nullopt;
   auto query = target.substr(at + 1);
-  std::vector<std::string_view> names;
+  std::vector<std::string> names;
   while (!query.empty()) {
     const auto end = std::min(query.find('&'), query.size());
     const auto param = query.substr(0, end);
@@ -73,13 +75,13 @@ std::optional<std::string> query_problem(std::string_view target) {
     if (param.empty())
       continue;
     const auto equals = param.find('=');
-    const auto name = param.substr(0, equals);
+    auto name = httplib::detail::decode_url(std::string(param.substr(0, equals)), true);
     if (equals != std::string_view::npos && param.find('=', equals + 1) != std::string_view::npos)
       return fmt::format("query parameter '{}': a '=' in its value must be written %3D",
                          loggable(name));
     if (std::find(names.begin(), names.end(), name) != names.end())
       return fmt::format("query parameter '{}' is given more than once", loggable(name));
-    names.push_back(name);
+    names.push_back(std::move(name));
   }
   return std::nullopt;
 }
@@ -221,14 +223,18 @@ listener::listener(const conf::server_settings& settings, std::string component,
       render_error(res, error_kind::bad_request, *problem);
       return httplib::Server::HandlerResponse::Handled;
     }
-    // HTTP/1.1 requires exactly one Host (RFC 9112 section 3.2): two could be read differently by
-    // a proxy in front and by the checks here. (The connection gate refuses two already; TLS
-    // connections do not pass it.)
-    if (auto hosts = req.get_header_value_count("Host");
-        hosts > 1 || (hosts == 0 && req.version == "HTTP/1.1")) {
-      render_error(res, error_kind::bad_request,
-                   hosts > 1 ? "the Host header is given more than once"
-                             : "an HTTP/1.1 request must send a Host header");
+    // A field read as one value may be given once: of two, a proxy in front and the checks here
+    // could each read another (which Host, which token, which Idempotency-Key). HTTP/1.1 also
+    // requires a Host (RFC 9112 section 3.2). (The connection gate refuses two Hosts already;
+    // TLS connections do not pass it.)
+    for (const char* field : {"Host", "Authorization", "Idempotency-Key", "Content-Type", "Origin"})
+      if (req.get_header_value_count(field) > 1) {
+        render_error(res, error_kind::bad_request,
+                     fmt::format("the {} header is given more than once", field));
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    if (req.version == "HTTP/1.1" && !req.has_header("Host")) {
+      render_error(res, error_kind::bad_request, "an HTTP/1.1 request must send a Host header");
       return httplib::Server::HandlerResponse::Handled;
     }
     if (req.method != "OPTIONS")

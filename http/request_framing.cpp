@@ -133,15 +133,17 @@ request_frame frame_request(std::string_view bytes, std::size_t max_header_bytes
         return {kind::malformed};
       content_length = length;
     } else if (iequals(name, "Transfer-Encoding")) {
-      transfer_encoding = true;
-      auto last =
-          trim(value.substr(value.rfind(',') == std::string_view::npos ? 0 : value.rfind(',') + 1));
-      chunked = iequals(last, "chunked");
+      // Chunked alone, in one field: the library reads a body as chunked only when its first
+      // Transfer-Encoding field says exactly that, and no other coding is undone here, so any
+      // other list ("gzip, chunked", a second field) would be framed one way and read another.
+      if (transfer_encoding || !iequals(value, "chunked"))
+        return {kind::malformed};
+      transfer_encoding = chunked = true;
     } else if (iequals(name, "Expect")) {
       expects_continue = iequals(value, "100-continue");
     }
   }
-  if (transfer_encoding && (content_length || !chunked))
+  if (transfer_encoding && content_length)
     return {kind::malformed};
   request_frame out;
   if (chunked) {
@@ -155,6 +157,41 @@ request_frame frame_request(std::string_view bytes, std::size_t max_header_bytes
   if (bytes.size() < body_start + length)
     return {kind::incomplete, 0, expects_continue};
   return {kind::complete, body_start + length};
+}
+
+std::optional<std::string> head_as_sent(std::string_view request) {
+  auto head = request.substr(0, request.find("\r\n\r\n") + crlf.size());
+  auto line_start = head.find(crlf) + crlf.size();
+  std::optional<std::string> out;
+  while (line_start < head.size()) {
+    auto line_end = head.find(crlf, line_start);
+    auto line = head.substr(line_start, line_end - line_start);
+    auto colon = line.find(':');
+    auto name = line.substr(0, colon);
+    auto value = line.substr(colon + 1);
+    bool escape = value.find('%') != std::string_view::npos && !iequals(name, "Location");
+    bool empty_key = trim(value).empty() && iequals(name, "Idempotency-Key");
+    if ((escape || empty_key) && !out)
+      out.emplace(head.substr(0, line_start));
+    if (empty_key) {
+      out->append(name).append(": %00\r\n");
+    } else if (escape) {
+      out->append(name).append(":");
+      for (char ch : value) {
+        if (ch == '%')
+          out->append("%25");
+        else
+          out->push_back(ch);
+      }
+      out->append(crlf);
+    } else if (out) {
+      out->append(line).append(crlf);
+    }
+    line_start = line_end + crlf.size();
+  }
+  if (out)
+    out->append(crlf);
+  return out;
 }
 
 } // namespace outboxd::http

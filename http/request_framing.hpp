@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
+#include <string>
 #include <string_view>
 
 namespace outboxd::http {
@@ -22,9 +24,19 @@ struct request_frame {
 };
 
 /// Frames the request at the start of `bytes`. A request with neither Content-Length nor
-/// Transfer-Encoding has no body. Two different Content-Lengths, or Content-Length together with
-/// Transfer-Encoding, are malformed (the ways to smuggle a second request past a proxy).
+/// Transfer-Encoding has no body. Two different Content-Lengths, Content-Length together with
+/// Transfer-Encoding, or a Transfer-Encoding other than one `chunked` are malformed (the ways to
+/// smuggle a second request past a proxy).
 request_frame frame_request(std::string_view bytes, std::size_t max_header_bytes,
                             std::size_t max_body_bytes);
+
+/// The header block (request line to the empty line) of the whole request `request` rewritten so
+/// that the library reads each field as it was sent, or nullopt where it does already. The library
+/// percent-decodes field values (all but Location's), so `Idempotency-Key: %61bc` read as `abc`
+/// and `Bearer%20t` as a token: each '%' goes to it as "%25". It also drops a field whose value is
+/// empty, and an empty Idempotency-Key would read as none (a create without replay protection):
+/// that one goes as "%00", a NUL, which no client can send (a NUL in a field is malformed) and
+/// the key's check refuses.
+std::optional<std::string> head_as_sent(std::string_view request);
 
 } // namespace outboxd::http

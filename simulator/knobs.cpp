@@ -59,9 +59,7 @@ public:
       return;
     }
     if (*i < lo || *i > hi) {
-      auto rule = hi == int_max ? fmt::format("must be >= {}", lo)
-                                : fmt::format("must be between {} and {}", lo, hi);
-      fail(fmt::format("{} {}, got {}", path(field), rule, show(*v)));
+      fail(fmt::format("{} must be between {} and {}, got {}", path(field), lo, hi, show(*v)));
       return;
     }
     out = static_cast<int>(*i);

@@ -29,14 +29,15 @@ constexpr auto answered = 3000ms;
 
 struct gate_fixture {
   explicit gate_fixture(int threads = 1, int max_connections = 100, int per_client = 100,
-                        std::chrono::milliseconds request_timeout = 1500ms) {
+                        std::chrono::milliseconds request_timeout = 1500ms,
+                        std::chrono::milliseconds write_timeout = 1500ms) {
     conf::server_settings s;
     s.port = 0;
     s.threads = threads;
     s.max_body_bytes = 1000;
     s.request_timeout = request_timeout;
     s.keep_alive_timeout = 1500ms;
-    s.write_timeout = 1500ms;
+    s.write_timeout = write_timeout;
     s.max_connections = max_connections;
     s.max_connections_per_client = per_client;
     server = std::make_unique<http::listener>(s, "test");
@@ -382,6 +383,24 @@ TEST_CASE("an HTTP/1.1 request without one Host header is refused with 400; HTTP
   }
 }
 
+TEST_CASE("a field read as one value (a token, a key, a media type, an origin) given twice is "
+          "refused with 400") {
+  gate_fixture f(2);
+  for (const char* field : {"Authorization: Bearer a", "Idempotency-Key: k-1",
+                            "Content-Type: application/json", "Origin: http://a.example"}) {
+    CAPTURE(field);
+    raw_connection c(f.port);
+    const std::string line = std::string(field) + "\r\n";
+    c.send("POST /echo HTTP/1.1\r\nHost: localhost\r\n" + line + line +
+           "Content-Length: 2\r\nContent-Type: application/json\r\n\r\n{}");
+    auto refused = c.read_response(answered);
+    CHECK(refused.status == 400);
+    const std::string name(field, std::string_view(field).find(':'));
+    CHECK(refused.body.find("the " + name + " header is given more than once") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("a request line beyond the library's limit gets a JSON 414 with the usual headers") {
   gate_fixture f(2);
   raw_connection c(f.port);
@@ -586,6 +605,32 @@ TEST_CASE("clients that never read their answers hold no worker: the rest of eac
   for (int i = 0; i < 100 && closed() < closed_before + 6; ++i)
     std::this_thread::sleep_for(50ms);
   CHECK(closed() == closed_before + 6);
+}
+
+TEST_CASE("clients that do not read answers beyond the budget of unsent answers hold at most a "
+          "quarter of the workers: the others are closed at once, and everyone else is served") {
+  gate_fixture f(4, 100, 100, 1500ms, 60s); // a worker would wait a minute for its client
+  auto closed = [] {
+    return metrics::global().http_connections_refused.value({{"reason", "slow_reader"}});
+  };
+  const auto closed_before = closed();
+  std::vector<std::unique_ptr<raw_connection>> stalled;
+  for (int i = 0; i < 10; ++i) { // 8 MB each: a few fill the 32 MiB of answers waiting
+    stalled.push_back(std::make_unique<raw_connection>(f.port, 1024));
+    stalled.back()->send(f.get("/big/8000000"));
+  }
+  std::this_thread::sleep_for(300ms);
+  // With every worker waiting for one of them, this would wait the minute.
+  raw_connection other(f.port);
+  for (int i = 0; i < 3; ++i) {
+    other.send(f.get("/sleep/0"));
+    CHECK(other.read_response(answered).body == "slept");
+  }
+  // The ones beyond the budget and the workers' quarter were closed at once.
+  for (int i = 0; i < 60 && closed() == closed_before; ++i)
+    std::this_thread::sleep_for(50ms);
+  CHECK(closed() > closed_before);
+  stalled.clear(); // the worker waiting for one stops waiting
 }
 
 TEST_CASE("a partner's answer larger than the connection takes at once is finished by the gate "

@@ -139,7 +139,32 @@ TEST_CASE_FIXTURE(server_fixture,
   auto bad_key = client->post("/api/orders", valid_order, {{"Idempotency-Key", "has space"}});
   CHECK(bad_key.status == 422);
   CHECK(bad_key.str("/error/message").find("Idempotency-Key") != std::string::npos);
+  // An empty key is refused, not read as none (a create without replay protection).
+  for (const char* empty : {"", "   "}) {
+    auto refused = client->post("/api/orders", valid_order, {{"Idempotency-Key", empty}});
+    CHECK(refused.status == 422);
+    CHECK(refused.str("/error/message").find("Idempotency-Key must be 1 to 255") !=
+          std::string::npos);
+  }
   CHECK(table_counts() == "1/1/0");
+  // The key is the bytes sent: "%6B-1" is not "k-1" decoded, it is a key of its own.
+  auto encoded = client->post("/api/orders", valid_order, {{"Idempotency-Key", "%6B-1"}});
+  CHECK(encoded.status == 201);
+  CHECK(encoded.header("Idempotent-Replayed").empty());
+  CHECK(encoded.num("/id") != first.num("/id"));
+  auto encoded_again = client->post("/api/orders", valid_order, {{"Idempotency-Key", "%6B-1"}});
+  CHECK(encoded_again.header("Idempotent-Replayed") == "true");
+  CHECK(encoded_again.num("/id") == encoded.num("/id"));
+  CHECK(table_counts() == "2/2/0");
+}
+
+TEST_CASE_FIXTURE(server_fixture, "a body whose value is followed by a NUL byte is malformed") {
+  using namespace std::string_literals;
+  auto r = client->post("/api/orders", std::string(valid_order) + "\0{\"customerId\":\"EVIL\"}"s);
+  CHECK(r.status == 400);
+  CHECK(r.str("/error/code") == "malformed_json");
+  CHECK(r.str("/error/message").find("NUL") != std::string::npos);
+  CHECK(table_counts() == "0/0/0");
 }
 
 TEST_CASE_FIXTURE(server_fixture, "an Idempotency-Key whose order was removed replays nothing") {
@@ -833,6 +858,14 @@ TEST_CASE_FIXTURE(server_fixture, "a query parameter given twice, or with a raw 
   auto twice = client->get("/api/orders?limit=5&limit=600");
   CHECK(twice.status == 400);
   CHECK(twice.str("/error/message") == "query parameter 'limit' is given more than once");
+  // The name as the library reads it: percent-encoded, it is the same parameter.
+  for (const char* path : {"/api/orders?limit=1&%6Cimit=2", "/api/orders?%6Cimit=2&limit=1",
+                           "/api/orders?status=FAILED&%73tatus=CONFIRMED"}) {
+    CAPTURE(path);
+    auto encoded_twice = client->get(path);
+    CHECK(encoded_twice.status == 400);
+    CHECK(encoded_twice.str("/error/message").find("is given more than once") != std::string::npos);
+  }
   auto raw = client->get("/api/outbox/events?aggregateId=zzz=1");
   CHECK(raw.status == 400);
   CHECK(raw.str("/error/message").find("%3D") != std::string::npos);

@@ -55,6 +55,16 @@ TEST_CASE("framings that could smuggle a request are malformed") {
   CHECK(frame("POST /x HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n").what ==
         kind::malformed);
   CHECK(frame("POST /x HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n").what == kind::malformed);
+  // Chunked alone, in one field, as the library reads it; a list or a second field could be read
+  // as chunked here and as a plain body there.
+  const std::string chunk = "\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
+  for (const char* te : {"Transfer-Encoding: gzip, chunked", "Transfer-Encoding: chunked, chunked",
+                         "Transfer-Encoding: identity\r\nTransfer-Encoding: chunked",
+                         "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked"}) {
+    CAPTURE(te);
+    CHECK(frame(std::string("POST /x HTTP/1.1\r\n") + te + chunk).what == kind::malformed);
+  }
+  CHECK(frame("POST /x HTTP/1.1\r\nTransfer-Encoding: CHUNKED " + chunk).what == kind::complete);
   CHECK(frame("POST /x HTTP/1.1\r\nContent-Length: -1\r\n\r\n").what == kind::malformed);
   CHECK(frame("POST /x HTTP/1.1\r\nContent-Length: 1e3\r\n\r\n").what == kind::malformed);
   // Header lines that are not "name: value" with a token for a name: a proxy and the library
@@ -93,4 +103,27 @@ TEST_CASE("Expect: 100-continue is reported while the body is awaited") {
   std::string head = "POST /x HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
   CHECK(frame(head).expects_continue);
   CHECK_FALSE(frame(head + "ab").expects_continue);
+}
+
+TEST_CASE("the header block goes to the library as sent: '%' escaped, an empty key kept") {
+  using outboxd::http::head_as_sent;
+  // Nothing the library would change: no copy.
+  CHECK_FALSE(head_as_sent("GET /a%20b HTTP/1.1\r\nHost: x\r\n\r\n"));
+  CHECK_FALSE(head_as_sent("GET / HTTP/1.0\r\n\r\n"));
+  const std::string body = "{\"a\": \"50%\"}";
+  auto head = head_as_sent("POST /o%41 HTTP/1.1\r\nHost: x\r\nIdempotency-Key: %61bc\r\n"
+                           "Authorization: Bearer%20t\r\nLocation: /%41\r\n\r\n" +
+                           body);
+  REQUIRE(head);
+  // The request line and Location (which the library does not decode) stay as they were.
+  CHECK(*head == "POST /o%41 HTTP/1.1\r\nHost: x\r\nIdempotency-Key: %2561bc\r\n"
+                 "Authorization: Bearer%2520t\r\nLocation: /%41\r\n\r\n");
+  for (const char* empty : {"Idempotency-Key:", "idempotency-key:   ", "Idempotency-Key:\t"}) {
+    CAPTURE(empty);
+    auto kept = head_as_sent(std::string("POST / HTTP/1.1\r\n") + empty + "\r\nHost: x\r\n\r\n");
+    REQUIRE(kept);
+    CHECK(kept->find(": %00\r\nHost: x\r\n\r\n") != std::string::npos);
+  }
+  // Other empty fields are the library's to drop (an empty one means none).
+  CHECK_FALSE(head_as_sent("GET / HTTP/1.1\r\nHost: x\r\nAccept:\r\n\r\n"));
 }

@@ -196,6 +196,16 @@ TEST_CASE("a wrong token of any shape or length gets the same 401, and no token 
     client.set_default_headers({{"Authorization", header}});
     CHECK(client.get("/api/orders").status == 401);
   }
+  // A token is the bytes sent: percent-encoded, it is another string (the HTTP library would
+  // have decoded it).
+  std::string encoded;
+  for (unsigned char c : admin)
+    encoded += fmt::format("%{:02X}", c);
+  for (const auto& header : {"Bearer%20" + admin, "Bearer " + encoded}) {
+    CAPTURE(header);
+    client.set_default_headers({{"Authorization", header}});
+    CHECK(client.get("/api/orders").status == 401);
+  }
   // The scheme is case-insensitive and surrounding spaces are ignored, as HTTP allows.
   client.set_default_headers({{"Authorization", std::string("bearer  ") + read_token + " "}});
   CHECK(client.get("/api/orders").status != 401);

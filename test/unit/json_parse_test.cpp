@@ -51,6 +51,22 @@ TEST_CASE("a syntax error reads as rapidjson's, at its offset, and the flags are
   CHECK(parse_json_bounded<0>(doc, ""));
 }
 
+TEST_CASE("a NUL byte after the value is refused, not read as the end of the text") {
+  rapidjson::Document doc;
+  using namespace std::string_literals;
+  for (const auto& text : {"{\"a\": 1}\0{\"a\": 2}"s, "{}  \0"s, "12\0 34"s, "[1]\n\0"s}) {
+    CAPTURE(text);
+    auto error = parse_json_bounded<0>(doc, text);
+    REQUIRE(error);
+    CHECK(error->message == "a NUL byte after the value (only whitespace may follow it)");
+    CHECK(error->offset == text.find('\0'));
+    CHECK(doc.IsNull());
+  }
+  // Inside a string a NUL is a control character, refused as before.
+  CHECK(parse_json_bounded<0>(doc, "[\"a\0b\"]"s));
+  CHECK_FALSE(parse_json_bounded<0>(doc, "{\"a\": 1}  \n"s));
+}
+
 TEST_CASE("a lone surrogate escape is refused, in a value or a name; a pair is a character") {
   rapidjson::Document doc;
   for (const char* text :

@@ -89,7 +89,10 @@ TEST_CASE("every knob field is range checked with a message naming the field and
       {R"({"lateRate": -0.1})", "services.billing.charge.lateRate must be between 0 and 1"},
       {R"({"lateMs": 600001})",
        "services.billing.charge.lateMs must be between 0 and 600000, got 600001"},
-      {R"({"failNext": -1})", "services.billing.charge.failNext must be >= 0, got -1"},
+      {R"({"failNext": -1})",
+       "services.billing.charge.failNext must be between 0 and 2147483647, got -1"},
+      {R"({"failNext": 3000000000})",
+       "services.billing.charge.failNext must be between 0 and 2147483647, got 3000000000"},
       {R"({"failureCode": 500})", "unknown key services.billing.charge.failureCode"},
       {R"({"lateMS": 5})", "unknown key services.billing.charge.lateMS (did you mean lateMs?)"},
   };

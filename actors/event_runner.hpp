@@ -37,9 +37,35 @@ lease_keeper renewing_lease(std::chrono::milliseconds lease,
                             std::chrono::steady_clock::time_point claimed_at,
                             std::function<bool()> renew);
 
-/// The last_error of a run held back for `reason` (a gate's reason, "<destination>: ...").
-inline std::string held_error(const std::string& reason) {
-  return domain::held_back_prefix + reason;
+/// The failure of `reason`'s destination that `last_error` (an event's, at its claim) tells of:
+/// the error itself ("<destination>: ..."), or what a held run's kept of it; nullopt for none or
+/// another destination's.
+inline std::optional<std::string> last_answer(const std::string& reason,
+                                              const std::optional<std::string>& last_error) {
+  if (!last_error)
+    return std::nullopt;
+  std::string_view error = *last_error;
+  if (error.starts_with(domain::held_back_prefix)) {
+    auto at = error.find(domain::last_answer_marker);
+    if (at == std::string_view::npos)
+      return std::nullopt;
+    error.remove_prefix(at + domain::last_answer_marker.size());
+  }
+  const auto destination = std::string_view(reason).substr(0, reason.find(':') + 1);
+  if (destination.empty() || !error.starts_with(destination))
+    return std::nullopt;
+  return std::string(error);
+}
+
+/// The last_error of a run held back for `reason` (a gate's reason, "<destination>: ..."), with
+/// the destination's last answer before the hold when `last_error` tells of one, so that a run
+/// that gives up while held still says what its destination answered.
+inline std::string held_error(const std::string& reason,
+                              const std::optional<std::string>& last_error = std::nullopt) {
+  auto out = domain::held_back_prefix + reason;
+  if (auto last = last_answer(reason, last_error))
+    out.append(domain::last_answer_marker).append(*last);
+  return out;
 }
 /// How every held_error() of `destination`'s gate starts.
 inline std::string held_prefix(const std::string& destination) {

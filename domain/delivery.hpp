@@ -68,6 +68,9 @@ inline constexpr const char* never_sent_errors =
 /// How the last error of a run held back without a call (circuit open, a limit reached) starts:
 /// the claims tell from it that a run's last hold was not its first.
 inline constexpr const char* held_back_prefix = "held back: ";
+/// What a held run's last_error keeps of its destination's answer before the hold:
+/// "held back: billing: circuit open; last answer: billing: HTTP 503: ...".
+inline constexpr std::string_view last_answer_marker = "; last answer: ";
 
 /// Parses a Retry-After header value: delta-seconds ("120") or an HTTP-date (IMF-fixdate,
 /// "Wed, 21 Oct 2015 07:28:00 GMT") relative to `now_unix_ms`. nullopt when empty or

@@ -139,6 +139,8 @@ bool enabled(level l) {
 }
 
 void write(level l, std::string_view actor, std::string_view message) {
+  if (!enabled(l)) // a caller choosing the level at run time may not have asked
+    return;
   const bool json = out_format.load(std::memory_order_relaxed) == format::json;
   // One line per record: the line break some texts end with (libpq's messages) is not part of it.
   while (!message.empty() && (message.back() == '\n' || message.back() == '\r'))

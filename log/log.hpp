@@ -15,7 +15,8 @@ void configure(level min_level, format fmt);
 bool enabled(level l);
 
 /// Writes one line: `2026-11-30T12:00:00.123Z INFO  [outbox-processor-2] message`, or one JSON
-/// object `{"ts":...,"level":...,"actor":...,"msg":...}` per line.
+/// object `{"ts":...,"level":...,"actor":...,"msg":...}` per line; nothing below the level
+/// configured.
 void write(level l, std::string_view actor, std::string_view message);
 
 /// While one lives on a thread, that thread's lines are held and written together, by

@@ -18,7 +18,14 @@ using labels = std::vector<std::pair<std::string, std::string>>;
 /// A counter family: one monotonically increasing value per label set.
 class counter {
 public:
-  counter(std::string name, std::string help) : name_(std::move(name)), help_(std::move(help)) {}
+  /// The series of a counter without labels (`unlabelled`) is there from the start at 0, so
+  /// that a scrape shows it and rate() sees its first increment; one with labels has a series
+  /// per label set, from its first increment.
+  counter(std::string name, std::string help, bool unlabelled = false)
+      : name_(std::move(name)), help_(std::move(help)) {
+    if (unlabelled)
+      values_[{}] = 0;
+  }
   void inc(const labels& l = {}, double by = 1);
   void render(std::string& out) const;
   /// The current value for `l` (0 when never incremented); for tests.
@@ -65,11 +72,12 @@ struct registry {
       "outboxd_events_dead_lettered_total",
       "Outbox events moved to the dead-letter queue, by event type and reason."};
   counter leases_lost{"outboxd_leases_lost_total",
-                      "Results dropped because the worker's lease had been lost."};
+                      "Results dropped because the worker's lease had been lost.", true};
   counter retention_deleted{"outboxd_retention_deleted_total",
                             "Rows deleted by retention, by table."};
   counter audit_exported{"outboxd_audit_exported_total",
-                         "Audit rows written to the export folder before retention deleted them."};
+                         "Audit rows written to the export folder before retention deleted them.",
+                         true};
   counter retention_failures{"outboxd_retention_failures_total",
                              "Retention runs that failed (and are tried again), by table."};
   counter lease_expiries{"outboxd_lease_expiries_total",
@@ -98,7 +106,7 @@ struct registry {
   counter compensations{"outboxd_compensations_total",
                         "Compensations finished, by kind (dead_letter, cancellation) and outcome."};
   counter listener_reconnects{"outboxd_listener_reconnects_total",
-                              "Times the LISTEN connection was re-established."};
+                              "Times the LISTEN connection was re-established.", true};
   counter http_requests{"outboxd_http_requests_total",
                         "HTTP requests served, by method, route and status."};
   counter http_connections_refused{

@@ -35,7 +35,7 @@ const std::string claim_returns = fmt::format(
     R"sql(e.id, e.lease_token, e.aggregate_type, e.aggregate_id, e.event_type, e.payloads::text,
           e.attempts, EXISTS (SELECT 1 FROM aggregate_results r WHERE r.event_id = e.id OFFSET 0),
           (extract(epoch FROM now() - e.failing_since) * 1000)::bigint,
-          coalesce(e.last_error LIKE '{}%', false))sql",
+          coalesce(e.last_error LIKE '{}%', false), e.last_error)sql",
     domain::held_back_prefix);
 
 constexpr int attempt_columns_count = 21;
@@ -318,6 +318,8 @@ std::vector<claimed_event> outbox_repository::claim(const std::string& owner, in
     out.push_back(to_claimed(r));
     out.back().claimed_at = now;
     out.back().held_before = r[9].as<bool>();
+    if (!r[10].is_null())
+      out.back().last_error = r[10].as<std::string>();
   }
   std::sort(out.begin(), out.end(),
             [](const claimed_event& a, const claimed_event& b) { return a.id < b.id; });

@@ -34,7 +34,8 @@ struct claimed_event {
   /// Since its first failure (or first hold) at the claim; zero when it never failed.
   std::chrono::milliseconds failing_for{0};
   std::chrono::steady_clock::time_point claimed_at{}; // when the lease was taken or last extended
-  bool held_before = false; // its last run was held back (a gate's last_error)
+  bool held_before = false;                // its last run was held back (a gate's last_error)
+  std::optional<std::string> last_error{}; // its last run's end, if it failed or was held back
 };
 
 /// One HTTP attempt to record (id and published_at are set by the database).

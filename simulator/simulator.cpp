@@ -94,7 +94,13 @@ stored_response failure_response(const endpoint& ep, const call& c, int status,
     values.set("retryAfter", *date);
     r.headers.emplace_back("Retry-After", *date);
   }
-  r.body = reference_bodies().render(failure_template(ep.knob, c.view.how), values);
+  // A partner's "temporarily unavailable" reads as a reason to retry: a status that is not one
+  // (a 4xx other than 408 and 429) says it refused the request instead.
+  const bool transient = status >= 500 || status == 408 || status == 429;
+  values.set("operation", ep.knob);
+  values.set("status", status);
+  r.body = reference_bodies().render(
+      transient ? failure_template(ep.knob, c.view.how) : std::string("refused"), values);
   return r;
 }
 

@@ -910,7 +910,28 @@ function renderKnobs(config, force = false) {
 }
 
 async function refreshKnobs() {
-  renderKnobs(await api('GET', '/api/simulator/config'));
+  try {
+    renderKnobs(await api('GET', '/api/simulator/config'));
+  } catch (e) {
+    // No simulator in this process (simulator.enabled is false): its partners run in a process
+    // of their own, with their knobs there. Not an error of this page's.
+    if (e.status !== 404) throw e;
+    simulatorElsewhere();
+  }
+}
+
+function simulatorElsewhere() {
+  const box = $('#knobs');
+  if (box.dataset.names === '-') return;
+  state.knobInputs.clear();
+  box.dataset.names = '-';
+  box.replaceChildren(el('p', {
+    class: 'muted',
+    text: 'This outboxd does not run the simulated services (simulator.enabled is false): they ' +
+      'run in a process of their own, and so do their knobs, ledger and reset ' +
+      '(GET/PUT /api/simulator/config there).',
+  }));
+  $('#sim-reset').hidden = true;
 }
 
 function parseItems(text) {

@@ -664,13 +664,23 @@ TEST_CASE_FIXTURE(sim_fixture, "an injected failure carries the service's body, 
   }
   CHECK(ledger_size() == 0);
 
-  for (int status : {500, 429, 400, 404}) {
+  // A status to retry reads "unavailable"; one not to retry says the partner refused.
+  for (int status : {500, 503, 429, 408, 400, 404, 422}) {
+    CAPTURE(status);
     configure(fmt::format(R"({{"services": {{"billing.charge": {{"failNext": 1,
                              "failureStatus": {}}}}}}})",
                           status));
     auto r = client->post("/api/billing", "{}", aggregate("1"));
     CHECK(r.status == status);
-    CHECK(r.str("/error") == "payment_gateway_unavailable");
+    const bool transient = status >= 500 || status == 408 || status == 429;
+    CHECK(r.str("/error") == (transient ? "payment_gateway_unavailable" : "request_refused"));
+    if (!transient) {
+      CHECK(r.str("/message") ==
+            fmt::format("billing.charge refused the request: HTTP {}, set by the simulator's "
+                        "failureStatus",
+                        status));
+      CHECK(r.str("/aggregateId") == "1");
+    }
   }
 }
 

@@ -65,6 +65,16 @@ TEST_CASE("log: without a holder a line is written at once") {
   CHECK(count(err.text(), "INFO  [processor-1] event 7 processed\n") == 1);
 }
 
+TEST_CASE("log: a line below the configured level is not written, whoever chose its level") {
+  captured_output err; // at info
+  log::write(log::level::debug, "processor-1", "held back again");
+  log::debug("processor-1", "held back {}", "again");
+  log::write(log::level::info, "processor-1", "held back first");
+  auto text = err.text();
+  CHECK(count(text, "DEBUG") == 0);
+  CHECK(count(text, "INFO  [processor-1] held back first\n") == 1);
+}
+
 TEST_CASE("log: a text line stays one line whatever its message holds") {
   captured_output err;
   // a forged line in a request's path, a library's multi-line error, terminal controls

@@ -21,6 +21,20 @@ TEST_CASE("counters render one line per label set with escaped values") {
   CHECK(c.value({{"destination", "nowhere"}}) == 0);
 }
 
+TEST_CASE("a counter without labels shows 0 before its first increment; one with labels nothing") {
+  counter single("outboxd_test_lost_total", "Lost.", true);
+  counter by_label("outboxd_test_calls_total", "Calls.");
+  std::string out;
+  single.render(out);
+  by_label.render(out);
+  CHECK(out.find("\noutboxd_test_lost_total 0\n") != std::string::npos);
+  CHECK(out.find("\noutboxd_test_calls_total") == std::string::npos);
+  single.inc();
+  out.clear();
+  single.render(out);
+  CHECK(out.find("\noutboxd_test_lost_total 1\n") != std::string::npos);
+}
+
 TEST_CASE("histograms count observations into cumulative buckets with sum and count") {
   histogram h("outboxd_test_seconds", "A test histogram.", {0.01, 0.1, 1});
   h.observe({{"destination", "inventory"}}, 0.005);

@@ -1042,8 +1042,9 @@ TEST_CASE("simulator knobs are range checked") {
   CHECK_SET_ERROR(
       knob + "lateMs=600001",
       "simulator.services.billing.charge.lateMs must be between 0 and 600000, got 600001");
-  CHECK_SET_ERROR(knob + "failNext=-1",
-                  "simulator.services.billing.charge.failNext must be between 0 and 2147483647, got -1");
+  CHECK_SET_ERROR(
+      knob + "failNext=-1",
+      "simulator.services.billing.charge.failNext must be between 0 and 2147483647, got -1");
 }
 
 TEST_CASE("simulator knobs accept every documented form") {

@@ -311,13 +311,9 @@ void event_runner::hold_back(const persistence::claimed_event& e, domain::run_ki
                              const std::string& destination, const destination_gates::hold& hold,
                              const std::string& step) {
   auto decision = after_hold(run, destination, e.failing_for, hold);
-  if (decision.give_up) {
-    auto last = last_answer(hold.reason, e.last_error);
-    return carry_out(e, *decision.give_up,
-                     last ? hold.reason + std::string(domain::last_answer_marker) + *last
-                          : hold.reason,
-                     false, false, step);
-  }
+  if (decision.give_up)
+    return carry_out(e, *decision.give_up, with_last_answer(hold.reason, e.last_error), false,
+                     false, step);
   if (!repo()->postpone(e, decision.delay, held_error(hold.reason, e.last_error)))
     return lease_lost(e, "hold");
   // A run's first hold is news; the holds that follow it (every few seconds while a circuit

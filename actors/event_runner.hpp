@@ -57,15 +57,21 @@ inline std::optional<std::string> last_answer(const std::string& reason,
   return std::string(error);
 }
 
-/// The last_error of a run held back for `reason` (a gate's reason, "<destination>: ..."), with
-/// the destination's last answer before the hold when `last_error` tells of one, so that a run
-/// that gives up while held still says what its destination answered.
-inline std::string held_error(const std::string& reason,
-                              const std::optional<std::string>& last_error = std::nullopt) {
-  auto out = domain::held_back_prefix + reason;
+/// A gate's `reason` ("<destination>: ...") with the destination's last answer before the hold,
+/// when `last_error` tells of one: what a run that gives up while held says.
+inline std::string with_last_answer(const std::string& reason,
+                                    const std::optional<std::string>& last_error) {
+  auto out = reason;
   if (auto last = last_answer(reason, last_error))
     out.append(domain::last_answer_marker).append(*last);
   return out;
+}
+
+/// The last_error of a run held back for `reason` (with_last_answer, so that the next hold and a
+/// give-up still know the destination's answer).
+inline std::string held_error(const std::string& reason,
+                              const std::optional<std::string>& last_error = std::nullopt) {
+  return domain::held_back_prefix + with_last_answer(reason, last_error);
 }
 /// How every held_error() of `destination`'s gate starts.
 inline std::string held_prefix(const std::string& destination) {

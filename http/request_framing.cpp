@@ -104,7 +104,6 @@ request_frame frame_request(std::string_view bytes, std::size_t max_header_bytes
 
   std::optional<std::size_t> content_length;
   bool chunked = false;
-  bool transfer_encoding = false;
   bool expects_continue = false;
   int hosts = 0;
   auto line_start = bytes.find(crlf) + crlf.size(); // after the request line
@@ -136,14 +135,14 @@ request_frame frame_request(std::string_view bytes, std::size_t max_header_bytes
       // Chunked alone, in one field: the library reads a body as chunked only when its first
       // Transfer-Encoding field says exactly that, and no other coding is undone here, so any
       // other list ("gzip, chunked", a second field) would be framed one way and read another.
-      if (transfer_encoding || !iequals(value, "chunked"))
+      if (chunked || !iequals(value, "chunked"))
         return {kind::malformed};
-      transfer_encoding = chunked = true;
+      chunked = true;
     } else if (iequals(name, "Expect")) {
       expects_continue = iequals(value, "100-continue");
     }
   }
-  if (transfer_encoding && content_length)
+  if (chunked && content_length)
     return {kind::malformed};
   request_frame out;
   if (chunked) {

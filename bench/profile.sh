@@ -10,7 +10,7 @@
 #
 #   --orders N        backlog size (default 3000)
 #   --concurrency C   calls in flight: outboxd's outbox.poolSize x outbox.callsInFlight (as in
-#                     run.sh: one processor per 4 calls, at most BENCH_PROCESSORS (the CPU count); --set
+#                     run.sh: one processor per 16 calls, at most BENCH_PROCESSORS (the CPU count); --set
 #                     overrides),
 #                     or the peer's concurrency (default 4)
 #   --latency MS      simulator latency per call (default 0)

@@ -87,7 +87,7 @@ CONC_LATENCY20=${BENCH_CONC_LATENCY20-$d_lat20}   # ... and with 20 ms per call
 LATENCY20=${BENCH_SLOW_LATENCY:-20}               # that latency (ms): another one is reported as such
                                                   # (the slow-partner measure has BENCH_SLOW_LATENCIES)
 PROCESSORS=${BENCH_PROCESSORS:-$(nproc)}          # outboxd: a drain at concurrency C runs
-                                                  # ceil(C / 4) processors, at most this; C / processors calls each
+                                                  # ceil(C / 16) processors, at most this; C / processors calls each
 CALLS_IN_FLIGHT=${BENCH_CALLS_IN_FLIGHT:-16}      # with BENCH_PROCESSORS=0: ceil(C / this)
                                                   # processors instead (0 as well: C processors, for
                                                   # binaries without outbox.callsInFlight)

@@ -244,11 +244,12 @@ cpu_end() {
 
 # outboxd_sets CONCURRENCY [CONNECTIONS]: sets OUTBOXD_SETS to outboxd's --set options for
 # CONCURRENCY calls in flight, and OUTBOXD_POOL / OUTBOXD_CIF to its processors and calls in flight
-# per processor: a processor per 4 calls in flight, at most PROCESSORS of them (threads; PROCESSORS
+# per processor: a processor per 16 calls in flight, at most PROCESSORS of them (threads; PROCESSORS
 # comes from BENCH_PROCESSORS, default 4), each with outbox.callsInFlight = CONCURRENCY / processors
 # (rounded up). Fewer processors with more calls each share their database round trips among more
-# runs: at 256 calls in flight, 4 x 64 took half the database CPU per event of 16 x 16, and at 4
-# calls in flight (latency 0) 1 x 4 two thirds of the machine CPU per event of 2 x 2. PROCESSORS=0:
+# runs: at 256 calls in flight, 4 x 64 took half the database CPU per event of 16 x 16, at 4 calls
+# in flight (latency 0) 1 x 4 two thirds of the machine CPU per event of 2 x 2, at 16 1 x 16 about
+# four fifths of 2 x 8's at the same rate. PROCESSORS=0:
 # ceil(CONCURRENCY / CALLS_IN_FLIGHT) processors instead (BENCH_CALLS_IN_FLIGHT, default 16). With
 # CONNECTIONS (the slow-partner measure) outboxd opens at most that many database connections in
 # all: at most CONNECTIONS processors (beyond, the calls in flight per processor grow instead),
@@ -259,7 +260,7 @@ cpu_end() {
 outboxd_sets() {
   local conc=$1 conns=${2:-} per=${CALLS_IN_FLIGHT:-16} procs=${PROCESSORS:-0}
   if [[ "$procs" -gt 0 ]]; then
-    OUTBOXD_POOL=$(( (conc + 3) / 4 < procs ? (conc + 3) / 4 : procs ))
+    OUTBOXD_POOL=$(( (conc + 15) / 16 < procs ? (conc + 15) / 16 : procs ))
     if [[ -n "$conns" && "$OUTBOXD_POOL" -gt "$conns" ]]; then OUTBOXD_POOL=$conns; fi
     OUTBOXD_CIF=$(( (conc + OUTBOXD_POOL - 1) / OUTBOXD_POOL ))
     OUTBOXD_SETS=(--set outbox.poolSize="$OUTBOXD_POOL" --set outbox.callsInFlight="$OUTBOXD_CIF")

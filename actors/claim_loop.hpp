@@ -34,6 +34,7 @@ namespace outboxd::actors {
 /// The loop of one processor. `Work` says what is claimed and how one item is run:
 ///   using item = ...;
 ///   static constexpr const char* queue;                   // label of the claim-time histogram
+///   static constexpr const char* items;                   // what it claims, for log lines
 ///   std::vector<item> claim(int room);                    // the next claim (may throw); `room`
 ///                                                         // is how many to take: the runs that
 ///                                                         // fit now and the queue ahead
@@ -171,7 +172,7 @@ private:
       queue_.pop_front();
     }
     if (!released.empty())
-      log::info(tag_, "handed back {} unstarted claim(s) ({}) {}", released.size(),
+      log::info(tag_, "handed back {} unstarted claim(s) ({} {}) {}", released.size(), Work::items,
                 fmt::join(released, ", "), why);
   }
 

@@ -23,6 +23,7 @@ class dlq_work {
 public:
   using item = persistence::claimed_dead_letter;
   static constexpr const char* queue = "dead_letter";
+  static constexpr const char* items = "dead letters";
 
   dlq_work(context_ptr ctx, std::string tag, call_driver& driver)
       : ctx_(std::move(ctx)), tag_(std::move(tag)),

@@ -21,6 +21,7 @@ class outbox_work {
 public:
   using item = persistence::claimed_event;
   static constexpr const char* queue = "outbox";
+  static constexpr const char* items = "events";
 
   outbox_work(caf::event_based_actor* self, context_ptr ctx, int index, std::string tag,
               caf::actor supervisor, call_driver& driver)

@@ -1875,8 +1875,11 @@ std::vector<std::string> start_up_warnings(const settings& s) {
                                 "only events your application inserts itself use this fan-out{}",
                                 event, event, fmt::join(made, " and "), suggestion(event, made)));
   // A stop gives the deliveries in flight 3/4 of outbox.shutdownTimeout and the reverts 1/2.
-  const auto stop_wait = s.outbox.shutdown_timeout / 2;
   for (const auto& [name, d] : s.http.destinations) {
+    const bool reverts = std::any_of(d.routes.begin(), d.routes.end(),
+                                     [](const auto& r) { return r.revert.has_value(); });
+    const auto stop_wait =
+        reverts ? s.outbox.shutdown_timeout / 2 : s.outbox.shutdown_timeout * 3 / 4;
     if (d.tls.insecure_skip_verify)
       out.push_back(fmt::format("http.routes.{}.tls.insecureSkipVerify is true: calls to {} accept "
                                 "any certificate (no TLS verification)",
@@ -1884,11 +1887,12 @@ std::vector<std::string> start_up_warnings(const settings& s) {
     if (d.timeout > stop_wait)
       out.push_back(fmt::format(
           "http.routes.{}.timeout ({}) is longer than a stop waits for a call in flight (half of "
-          "outbox.shutdownTimeout for a revert, three quarters for a delivery: {} for a revert "
+          "outbox.shutdownTimeout for a revert, three quarters for a delivery: {} for {} "
           "here): such a call "
           "is abandoned without its answer and retried after the restart; set "
-          "outbox.shutdownTimeout to at least twice the timeout",
-          name, ms_text(d.timeout), ms_text(stop_wait)));
+          "outbox.shutdownTimeout to at least {} the timeout",
+          name, ms_text(d.timeout), ms_text(stop_wait),
+          reverts ? "a revert" : "a delivery, it has no revert", reverts ? "twice" : "4/3 of"));
   }
   return out;
 }

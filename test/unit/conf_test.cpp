@@ -1305,6 +1305,16 @@ TEST_CASE("start-up warnings: a call timeout a stop would not wait for") {
   CHECK(start_up_warnings(
             loaded(load_with({"http.routes.inventory.timeout=25s", "outbox.shutdownTimeout=50s"})))
             .empty());
+  // A destination without a revert is only ever delivered to: a stop waits three quarters.
+  auto delivery = start_up_warnings(
+      loaded(load_with({"http.routes.fraudCheck.timeout=20s", "outbox.shutdownTimeout=20s"})));
+  REQUIRE(delivery.size() == 1);
+  CHECK(delivery[0].find("15000ms for a delivery, it has no revert here)") != std::string::npos);
+  CHECK(delivery[0].find("set outbox.shutdownTimeout to at least 4/3 of the timeout") !=
+        std::string::npos);
+  CHECK(start_up_warnings(
+            loaded(load_with({"http.routes.fraudCheck.timeout=14s", "outbox.shutdownTimeout=20s"})))
+            .empty());
 }
 
 TEST_CASE("a call timeout must be shorter than the lease of its event") {

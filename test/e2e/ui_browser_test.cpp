@@ -130,9 +130,9 @@ TEST_CASE("the web UI asks for a token and keeps it for the tab only, in a real 
 TEST_CASE("the web UI says where the simulator is when it runs in a process of its own") {
   browser_tools();
   // No simulator behind the URL: the page must not need one to load.
-  outboxd_process p("ui-sim-elsewhere", fresh_database("outboxd_e2e_ui_sim_elsewhere"),
-                    {"--set", "simulator.enabled=false", "--set",
-                     "simulator.baseUrl=http://127.0.0.1:9"});
+  outboxd_process p(
+      "ui-sim-elsewhere", fresh_database("outboxd_e2e_ui_sim_elsewhere"),
+      {"--set", "simulator.enabled=false", "--set", "simulator.baseUrl=http://127.0.0.1:9"});
   p.wait_up();
   run_browser_script("simulator_elsewhere.test.mjs", p);
 }

@@ -33,8 +33,7 @@ TEST_CASE("every template renders with the values the pipeline and the endpoints
   body_values v;
   for (const char* name :
        {"id", "aggregate", "pathId", "orderId", "shippingType", "customerId", "tracking",
-        "riskLevel", "velocityCheck", "currency", "reason", "refundId", "retryAfter",
-        "operation"})
+        "riskLevel", "velocityCheck", "currency", "reason", "refundId", "retryAfter", "operation"})
     v.set(name, "x");
   for (const char* name : {"now", "expiresAt", "estimatedDelivery", "riskScore", "status"})
     v.set(name, std::int64_t{1});

@@ -18,6 +18,7 @@
 #include <string>
 #include <sys/epoll.h>
 #include <unistd.h>
+#include <utility>
 
 namespace outboxd::client {
 namespace {
@@ -102,6 +103,8 @@ multi_caller::multi_caller() {
 
 multi_caller::~multi_caller() {
   cancel_all();
+  for (void* easy : spare_)
+    curl_easy_cleanup(static_cast<CURL*>(easy));
   curl_multi_cleanup(multi_of(multi_)); // may still call on_socket: the set is closed after it
   curl_share_cleanup(static_cast<CURLSH*>(share_));
   ::close(epoll_fd_);
@@ -110,7 +113,7 @@ multi_caller::~multi_caller() {
 void multi_caller::start(const call_request& request, completion done) {
   auto r = std::make_unique<running>(request);
   r->done = std::move(done);
-  r->easy = curl_easy_init();
+  r->easy = take_easy();
   if (!r->easy) {
     call_result out;
     out.error = "transfer failed: cannot create a curl handle";
@@ -121,7 +124,6 @@ void multi_caller::start(const call_request& request, completion done) {
     ready_.emplace_back(std::move(r->done), r->t.finish(CURLE_OK));
     return;
   }
-  curl_easy_setopt(r->easy, CURLOPT_SHARE, share_);
   curl_easy_setopt(r->easy, CURLOPT_PRIVATE, r.get());
   if (auto code = curl_multi_add_handle(multi_of(multi_), r->easy); code != CURLM_OK) {
     call_result out;
@@ -131,6 +133,25 @@ void multi_caller::start(const call_request& request, completion done) {
   }
   void* key = r->easy;
   running_.emplace(key, std::move(r));
+}
+
+void* multi_caller::take_easy() {
+  if (spare_.empty()) {
+    CURL* easy = curl_easy_init();
+    // The share stays attached through curl_easy_reset (as do the handle's buffers).
+    if (easy)
+      curl_easy_setopt(easy, CURLOPT_SHARE, share_);
+    return easy;
+  }
+  void* easy = spare_.back();
+  spare_.pop_back();
+  return easy;
+}
+
+void multi_caller::give_back(void* easy) {
+  // As many as were ever in flight at once are kept: the next calls will want as many.
+  curl_easy_reset(static_cast<CURL*>(easy));
+  spare_.push_back(easy);
 }
 
 std::vector<std::pair<multi_caller::completion, call_result>> multi_caller::collect() {
@@ -147,6 +168,7 @@ std::vector<std::pair<multi_caller::completion, call_result>> multi_caller::coll
     curl_multi_remove_handle(multi_of(multi_), easy);
     auto& r = *it->second;
     out.emplace_back(std::move(r.done), r.t.finish(code));
+    give_back(std::exchange(r.easy, nullptr));
     running_.erase(it);
   }
   return out;

@@ -65,6 +65,10 @@ private:
   /// Tells curl its timeout came, if it did.
   void on_timeout();
 
+  /// An easy handle for the next call: a spare one or a new one (null when curl cannot make one).
+  void* take_easy();
+  /// Resets a finished call's easy handle (out of the multi handle) and keeps it as a spare.
+  void give_back(void* easy);
   /// Removes finished transfers from the multi handle; their results with their completions.
   std::vector<std::pair<completion, call_result>> collect();
 
@@ -73,6 +77,7 @@ private:
   void* multi_;                                          // CURLM*
   void* share_;                                          // CURLSH*: DNS answers and TLS sessions
   std::map<void*, std::unique_ptr<running>> running_;    // by CURL*
+  std::vector<void*> spare_;                             // CURL*s of finished calls, reset
   /// Calls that ended before reaching curl (a request that cannot be made), delivered by run().
   std::vector<std::pair<completion, call_result>> ready_;
 };

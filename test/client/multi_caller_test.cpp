@@ -109,6 +109,52 @@ TEST_CASE("connections are kept between calls of one driver") {
   CHECK(server.accepted() == 1);
 }
 
+TEST_CASE("a call on a handle a finished call used carries nothing of that call") {
+  // The driver keeps finished calls' handles for the next ones: a DELETE with a header, a body
+  // and a small body cap must leave no method, header, body or cap to the POST after it.
+  raw_server server([&server](int fd) {
+    for (;;) {
+      auto request = read_request(fd);
+      if (request.empty())
+        return;
+      server.remember(request);
+      if (!write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789"))
+        return;
+    }
+  });
+  multi_caller m;
+  std::vector<call_result> results;
+  call_request first;
+  first.method = "DELETE";
+  first.url = server.url("/first");
+  first.headers = {{"X-First", "1"}};
+  first.body = R"({"a":1})";
+  first.max_response_bytes = 4;
+  call_request second;
+  second.method = "POST";
+  second.url = server.url("/second");
+  second.body = R"({"b":2})";
+  for (const auto& request : {first, second}) {
+    const auto expected = results.size() + 1;
+    m.start(request, [&](call_result r) { results.push_back(std::move(r)); });
+    drive(m, [&] { return results.size() == expected; });
+  }
+  REQUIRE(results.size() == 2);
+  CHECK(results[0].truncated);
+  CHECK(results[0].body == "0123");
+  REQUIRE_MESSAGE(results[1].status, results[1].error);
+  CHECK_FALSE(results[1].truncated);
+  CHECK(results[1].body == "0123456789");
+  auto seen = server.requests();
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].rfind("DELETE /first HTTP/1.1\r\n", 0) == 0);
+  CHECK(seen[1].rfind("POST /second HTTP/1.1\r\n", 0) == 0);
+  CHECK(seen[1].find("X-First") == std::string::npos);
+  CHECK(seen[1].find("\r\nContent-Length: 7\r\n") != std::string::npos);
+  CHECK(seen[1].find(R"({"a":1})") == std::string::npos);
+  CHECK(seen[1].substr(seen[1].size() - 7) == R"({"b":2})");
+}
+
 TEST_CASE("a kept connection the server then closes leaves the driver asleep; the next call "
           "connects again") {
   raw_server server([](int fd) { // one answer, then the connection is closed

@@ -1,7 +1,9 @@
 // HTTPS through the outgoing client against a loopback TLS server and a CA made at run time:
 // verification by default, tls.caFile, tls.serverName, an expired certificate, a client
-// certificate the server requires, and insecureSkipVerify as the explicit way out.
+// certificate the server requires, and insecureSkipVerify as the explicit way out, which the next
+// call of a multi driver does not inherit.
 #include "client/caller.hpp"
+#include "client/multi_caller.hpp"
 #include "test/client/loopback.hpp"
 
 #include <doctest/doctest.h>
@@ -131,4 +133,24 @@ TEST_CASE("insecureSkipVerify accepts a certificate of an unknown CA") {
   auto request = get(server.url());
   request.tls.insecure_skip_verify = true;
   check_ok(c.call(request));
+}
+
+TEST_CASE("a multi driver's call after one with insecureSkipVerify verifies again") {
+  // The driver reuses finished calls' curl handles: the way out must not stay open.
+  tls_server server(pki().named_cert, pki().named_key);
+  multi_caller m;
+  std::vector<call_result> results;
+  auto insecure = get(server.url());
+  insecure.tls.insecure_skip_verify = true;
+  for (const auto& request : {insecure, get(server.url()), insecure}) {
+    const auto expected = results.size() + 1;
+    m.start(request, [&](call_result r) { results.push_back(std::move(r)); });
+    for (auto until = std::chrono::steady_clock::now() + 30s;
+         results.size() < expected && std::chrono::steady_clock::now() < until;)
+      m.run(50ms);
+  }
+  REQUIRE(results.size() == 3);
+  check_ok(results[0]);
+  check_refused(results[1]);
+  check_ok(results[2]);
 }

@@ -96,6 +96,7 @@ sim_reset "$LATENCY"
 log "$SYSTEM: draining $DRAIN_ORDERS orders at concurrency $CONCURRENCY, latency $LATENCY ms"
 # The system's CPU counts from its start (start-up included); the others' from here.
 q postgres "SELECT pg_stat_statements_reset()" >/dev/null
+poll_open # one session for the drain's polls, opened before the counting starts
 pg_before=$(pg_ticks) # this cluster only (lib/common.sh), ended backends included
 sim0=$(cpu_ticks "$SIM_PID") busy0=$(busy_ticks) tx0=$(commits) simsw0=$(switches "$SIM_PID")
 if [[ "$SYSTEM" == outboxd ]]; then
@@ -112,6 +113,7 @@ if [[ "$PERF" == 1 ]]; then
 fi
 wait_drained "$SYSTEM"
 if [[ "$PERF" == 1 ]]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
+poll_close
 sut=$(cpu_ticks "$pid") sim1=$(cpu_ticks "$SIM_PID") busy1=$(busy_ticks)
 sutsw=$(switches "$pid") simsw1=$(switches "$SIM_PID")
 pg_after=$(pg_ticks)

@@ -30,7 +30,7 @@ stop_postgres() {
 }
 
 # The client binaries themselves: Debian's /usr/bin/psql is a Perl wrapper that costs ~20 ms of CPU
-# per call, which the 4 polls a second of wait_drained would take from the systems under test.
+# per call, which the 2 polls a second of wait_drained would take from the systems under test.
 PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 psql() { "$PG_BIN/psql" "$@"; }
 pgbench() { "$PG_BIN/pgbench" "$@"; }
@@ -338,31 +338,36 @@ poll() {
   fi
 }
 
-# wait_drained SYSTEM [PID SAMPLES]: polls every 0.25 s; fails when nothing moves for 60 s. With
+# wait_drained SYSTEM [PID SAMPLES]: polls every 0.5 s; fails when nothing moves for 60 s. With
 # PID, every poll also appends "threads rss_kb connections" of that process to the file SAMPLES
-# (the same query: no extra database session).
+# (the same query: no extra database session). Through an open poll session the query is prepared
+# once: planning it again each time cost PostgreSQL more than running it (4 ms a poll on a
+# churned table), CPU that the drain's figures would count as the system's.
 wait_drained() {
-  local left last=-1 still=0 conns
+  local sql left last=-1 still=0 conns
+  sql="SELECT $(remaining_sql "$1")"
+  [[ -z "${2:-}" ]] || sql+=", $CONNECTIONS_SQL"
+  if [[ -n "${POLL_PID:-}" ]]; then
+    echo "DEALLOCATE ALL; PREPARE drain_left AS $sql;" >&"${POLL[1]}"
+    sql="EXECUTE drain_left"
+  fi
   while :; do
+    poll "$sql"
+    left=${ROW%%|*}
     if [[ -n "${2:-}" ]]; then
-      poll "SELECT $(remaining_sql "$1"), $CONNECTIONS_SQL"
-      left=${ROW%%|*}
       conns=${ROW#*|}
       awk -v c="${conns:--}" '$1 == "Threads:" { t = $2 } $1 == "VmRSS:" { r = $2 }
         END { if (t) print t, r, c }' "/proc/$2/status" >>"$3" 2>/dev/null || true
-    else
-      poll "SELECT $(remaining_sql "$1")"
-      left=$ROW
     fi
     [[ "$left" =~ ^[0-9]+$ ]] || die "drain poll answered: $left"
     [[ "$left" -eq 0 ]] && return 0
     if [[ "$left" -eq "$last" ]]; then
       still=$((still + 1))
-      [[ $still -lt 240 ]] || die "$1 stopped draining with $left left; see $WORK/logs"
+      [[ $still -lt 120 ]] || die "$1 stopped draining with $left left; see $WORK/logs"
     else
       still=0
       last=$left
     fi
-    sleep 0.25
+    sleep 0.5
   done
 }

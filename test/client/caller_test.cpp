@@ -321,13 +321,7 @@ TEST_CASE("a POST sends the body as JSON with the given headers, and no Expect")
 
 TEST_CASE("methods: PUT, PATCH and DELETE with a body, DELETE and HEAD without") {
   raw_server server([&server](int fd) {
-    for (;;) {
-      auto request = read_request(fd);
-      if (request.empty())
-        return;
-      server.remember(request);
-      write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
-    }
+    answer_and_remember(server, fd, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
   });
   caller c;
   for (auto [method, body] :

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <utility>
 
 namespace outboxd::test {
 
@@ -101,6 +102,17 @@ bool write_all(int fd, const std::string& bytes) {
     sent += static_cast<std::size_t>(n);
   }
   return true;
+}
+
+void answer_and_remember(raw_server& server, int fd, const std::string& answer) {
+  for (;;) {
+    auto request = read_request(fd);
+    if (request.empty())
+      return;
+    server.remember(std::move(request));
+    if (!write_all(fd, answer))
+      return;
+  }
 }
 
 } // namespace outboxd::test

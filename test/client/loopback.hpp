@@ -47,5 +47,8 @@ private:
 std::string read_request(int fd);
 /// Writes all of `bytes`; false once the peer is gone.
 bool write_all(int fd, const std::string& bytes);
+/// A keep-alive script: reads requests on `fd` until the peer closes, has `server` remember each
+/// and answers each with `answer`.
+void answer_and_remember(raw_server& server, int fd, const std::string& answer);
 
 } // namespace outboxd::test

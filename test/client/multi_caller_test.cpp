@@ -113,14 +113,7 @@ TEST_CASE("a call on a handle a finished call used carries nothing of that call"
   // The driver keeps finished calls' handles for the next ones: a DELETE with a header, a body
   // and a small body cap must leave no method, header, body or cap to the POST after it.
   raw_server server([&server](int fd) {
-    for (;;) {
-      auto request = read_request(fd);
-      if (request.empty())
-        return;
-      server.remember(request);
-      if (!write_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789"))
-        return;
-    }
+    answer_and_remember(server, fd, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789");
   });
   multi_caller m;
   std::vector<call_result> results;

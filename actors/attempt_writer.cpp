@@ -4,6 +4,8 @@
 
 #include "actors/statement_chunks.hpp"
 
+#include <algorithm>
+
 namespace outboxd::actors {
 
 attempt_writer::attempt_writer(persistence::worker_connections& db, std::string who,
@@ -44,6 +46,24 @@ std::size_t attempt_writer::flush() {
     batch[i].run.resume();
   }
   return batch.size();
+}
+
+std::vector<attempt_writer::waiting> attempt_writer::take(std::size_t most) {
+  const auto n = std::min(most, pending_.size());
+  std::vector<waiting> taken(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
+  return taken;
+}
+
+void attempt_writer::settle(const std::vector<waiting>& taken, const std::exception_ptr& error) {
+  for (const auto& w : taken) {
+    *w.error = error;
+    w.run.resume();
+  }
+}
+
+void attempt_writer::give_back(std::vector<waiting> taken) {
+  pending_.insert(pending_.begin(), taken.begin(), taken.end());
 }
 
 } // namespace outboxd::actors

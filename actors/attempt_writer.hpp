@@ -46,12 +46,24 @@ public:
   std::size_t flush() override;
   void drop() override { pending_.clear(); }
 
-private:
+  /// A row handed over, with the run waiting for it.
   struct waiting {
     const persistence::attempt_row* row;
     std::coroutine_handle<> run;
     std::exception_ptr* error; // in the run's awaiter
   };
+  /// Up to `most` of the rows waiting (the oldest), for a statement of another writer that
+  /// writes them with its own (they ride on it); that writer then hands each to settle() or
+  /// give_back().
+  std::vector<waiting> take(std::size_t most);
+  /// Resumes the runs of taken rows: their statement committed them (`error` null) or failed
+  /// with `error` (which each run rethrows).
+  static void settle(const std::vector<waiting>& taken, const std::exception_ptr& error);
+  /// Taken rows whose statement the database refused (nothing of it committed) wait again, for
+  /// the next flush, where each is written with this writer's own rows.
+  void give_back(std::vector<waiting> taken);
+
+private:
   /// Writes `batch`'s rows; what failed them, per row (null when written).
   std::vector<std::exception_ptr> write(const std::vector<waiting>& batch);
 

@@ -84,9 +84,11 @@ public:
   /// called, from spawn() or a later drive(), with the exception it ended with (or null).
   void spawn(task<void> run, std::function<void(std::exception_ptr)> done);
 
-  /// `b` is flushed by drive() (batches in the order attached) and dropped by cancel_all(); it
-  /// must detach itself before it is destroyed.
-  void attach(batch* b) { batches_.push_back(b); }
+  /// `b` is flushed by drive() (batches in the order attached, those attached `ahead` before the
+  /// others) and dropped by cancel_all(); it must detach itself before it is destroyed.
+  void attach(batch* b, bool ahead = false) {
+    batches_.insert(ahead ? batches_.begin() : batches_.end(), b);
+  }
   void detach(batch* b) {
     batches_.erase(std::remove(batches_.begin(), batches_.end(), b), batches_.end());
   }

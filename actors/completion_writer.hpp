@@ -1,9 +1,12 @@
 // The completions of one processor's runs, committed together: a run co_awaits complete(...) and
 // is resumed with whether its event was completed (its lease still held); the call driver
 // flushes what its runs handed over, one statement (one synchronous commit) per aggregate type,
-// outcome and reason, each event fenced by its own lease token.
+// outcome and reason, each event fenced by its own lease token. The attempt rows the other runs
+// handed over meanwhile ride on the first of those statements: one round trip and one commit
+// where there were two (the driver flushes this writer before the rows' own).
 #pragma once
 
+#include "actors/attempt_writer.hpp"
 #include "actors/call_driver.hpp"
 #include "persistence/outbox_repository.hpp"
 #include "persistence/worker_connections.hpp"
@@ -18,8 +21,12 @@ namespace outboxd::actors {
 
 class completion_writer final : public call_driver::batch {
 public:
-  /// Attaches itself to `driver` (which must outlive it); statements run on `db` under `who`.
-  completion_writer(persistence::worker_connections& db, std::string who, call_driver& driver);
+  /// Attaches itself to `driver` (which must outlive it), ahead of the batches there; statements
+  /// run on `db` under `who`. `rows`, when given, is the writer of the same runs' attempt rows
+  /// (attached to the same driver, outliving this writer), some of whose rows ride on the
+  /// completions' statements.
+  completion_writer(persistence::worker_connections& db, std::string who, call_driver& driver,
+                    attempt_writer* rows = nullptr);
   ~completion_writer() override;
   completion_writer(const completion_writer&) = delete;
   completion_writer& operator=(const completion_writer&) = delete;
@@ -63,12 +70,20 @@ private:
     std::exception_ptr error;
     bool completed;
   };
-  /// Completes `group` (same aggregate type, outcome and reason), filling in each answer.
-  void write(const std::vector<waiting*>& group);
+  /// Completes `group` (same aggregate type, outcome and reason), filling in each answer; the
+  /// rows in `riders` (emptied) go with its first statement. How many riders it resumed.
+  std::size_t write(const std::vector<waiting*>& group,
+                    std::vector<attempt_writer::waiting>& riders);
+
+  /// Rows ride only on a flush of at most this many completions, at most this many of them: the
+  /// statements prepared per connection stay few (one per number of events and rows), and a
+  /// large flush of rows is a statement of its own anyway.
+  static constexpr std::size_t ride_limit = 8;
 
   persistence::worker_connections& db_;
   std::string who_;
   call_driver& driver_;
+  attempt_writer* rows_;
   std::vector<waiting*> pending_; // in the runs' awaiters
 };
 

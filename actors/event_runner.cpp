@@ -99,7 +99,7 @@ void fill_response(persistence::attempt_row& row, const client::call_result& r,
 
 event_runner::event_runner(const engine_context& ctx, std::string actor_name, call_driver& driver)
     : ctx_(ctx), name_(std::move(actor_name)), driver_(driver), rows_(*ctx_.db, name_, driver),
-      completions_(*ctx_.db, name_, driver), rng_(std::random_device{}()) {}
+      completions_(*ctx_.db, name_, driver, &rows_), rng_(std::random_device{}()) {}
 
 domain::retry_budget event_runner::budget(domain::run_kind run,
                                           const std::string& destination) const {

@@ -458,7 +458,8 @@ bool outbox_repository::complete(const claimed_event& e,
 std::vector<bool> outbox_repository::complete_all(const std::string& aggregate_type,
                                                   std::optional<domain::engine_outcome> outcome,
                                                   const std::string& reason,
-                                                  const std::vector<completion>& events) {
+                                                  const std::vector<completion>& events,
+                                                  const std::vector<const attempt_row*>& riders) {
   std::vector<bool> out;
   out.reserve(events.size());
   for (std::size_t first = 0; first < events.size(); first += max_rows_per_insert) {
@@ -478,6 +479,11 @@ std::vector<bool> outbox_repository::complete_all(const std::string& aggregate_t
     for (std::size_t i = first; i < first + count; ++i)
       if (events[i].last_attempt) {
         add_attempt_params(params, *events[i].last_attempt);
+        ++rows;
+      }
+    if (first == 0)
+      for (const auto* row : riders) {
+        add_attempt_params(params, *row);
         ++rows;
       }
     const auto& statement =

@@ -155,9 +155,12 @@ public:
   /// complete() for events of `aggregate_type` that end with the same outcome and reason, up to
   /// max_rows_per_insert in one statement (one transaction, one commit; more make several), each
   /// event fenced by its own lease token: per event, in order, whether it was completed.
+  /// `riders`, attempt rows of other runs, are appended in the first statement (committed with
+  /// it, or not at all when it fails): one round trip and one commit for both.
   std::vector<bool> complete_all(const std::string& aggregate_type,
                                  std::optional<domain::engine_outcome> outcome,
-                                 const std::string& reason, const std::vector<completion>& events);
+                                 const std::string& reason, const std::vector<completion>& events,
+                                 const std::vector<const attempt_row*>& riders = {});
 
   /// Back to PENDING with attempts+1, due after `delay`; false when the lease was lost.
   bool retry(const claimed_event& e, std::chrono::milliseconds delay, const std::string& error);

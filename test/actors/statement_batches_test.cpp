@@ -306,3 +306,163 @@ TEST_CASE("a lost connection fails every completion waiting on the flush") {
   }
   CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSING'") == "2");
 }
+
+namespace {
+
+/// Runs recording attempt rows (see runs) and, on the same driver, runs completing claimed events
+/// with the rows riding on the completions' statements.
+struct rides : runs {
+  rides() : completions(pool, "test-processor", driver, &writer) {}
+
+  /// A run that completes `e` with `last_row`; answers[i] is 1 when it was completed.
+  void complete(const persistence::claimed_event& e, const persistence::attempt_row& last_row) {
+    const auto i = answers.size();
+    answers.push_back(-1);
+    completion_errors.emplace_back();
+    auto run = [](rides& r, std::size_t i, const persistence::claimed_event& e,
+                  const persistence::attempt_row& row) -> actors::task<void> {
+      r.answers[i] =
+          co_await r.completions.complete(e, domain::engine_outcome::fanout_succeeded, {}, &row);
+    };
+    driver.spawn(run(*this, i, e, last_row),
+                 [this, i](std::exception_ptr error) { completion_errors[i] = error; });
+  }
+
+  actors::completion_writer completions;
+  std::vector<int> answers; // -1: not resumed
+  std::vector<std::exception_ptr> completion_errors;
+};
+
+} // namespace
+
+TEST_CASE("the attempt rows of other runs ride on a completion: one transaction for both") {
+  truncate_all(db());
+  rides r;
+  auto events = claim_events(r.pool, 1);
+  REQUIRE(events.size() == 1);
+  const auto last_row = row_of(events[0].id, "billing");
+  r.spawn({row_of(101, "inventory")});
+  r.spawn({row_of(102, "inventory"), row_of(102, "fraud")}); // its second row: the next flush
+  r.complete(events[0], last_row);
+  REQUIRE(r.writer.pending() == 2);
+  REQUIRE(r.completions.pending() == 1);
+
+  r.driver.drive(0ms);
+  CHECK(r.answers == std::vector<int>{1});
+  CHECK_FALSE(r.completion_errors[0]);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK_FALSE(r.errors[i]);
+    CHECK(r.went_on[i] >= 3); // its row committed before it went on
+  }
+  CHECK(count_rows(db(), "aggregate_results") == 4);
+  // The completion, its last row and the first rows of both runs: one commit; the row recorded
+  // after one of them: another.
+  CHECK(query_value(db(), "SELECT count(DISTINCT xmin::text) FROM (SELECT xmin FROM "
+                          "outbox_events WHERE status = 'PROCESSED' UNION ALL SELECT xmin FROM "
+                          "aggregate_results WHERE destination <> 'fraud') t") == "1");
+  CHECK(query_value(db(), "SELECT count(DISTINCT xmin::text) FROM aggregate_results") == "2");
+}
+
+TEST_CASE("a riding row the database refuses fails only its own run; the completion and the "
+          "other riders commit") {
+  truncate_all(db());
+  rides r;
+  auto events = claim_events(r.pool, 1);
+  REQUIRE(events.size() == 1);
+  const auto last_row = row_of(events[0].id, "billing");
+  auto bad = row_of(102, "inventory");
+  bad.request_payload_json = "{not json";
+  r.spawn({row_of(101, "inventory")});
+  r.spawn({bad});
+  r.spawn({row_of(103, "inventory")});
+  r.complete(events[0], last_row);
+
+  r.driver.drive(0ms);
+  CHECK(r.answers == std::vector<int>{1});
+  CHECK_FALSE(r.completion_errors[0]);
+  CHECK_FALSE(r.errors[0]);
+  CHECK_FALSE(r.errors[2]);
+  CHECK(r.went_on[0] >= 3);
+  CHECK(r.went_on[2] >= 3);
+  CHECK(r.went_on[1] == -1);
+  REQUIRE(r.errors[1]);
+  inspect(r.errors[1], [](const std::exception& e) {
+    CHECK(dynamic_cast<const pqxx::sql_error*>(&e));
+    CHECK_FALSE(persistence::is_connection_loss(e));
+  });
+  CHECK(query_value(db(), "SELECT string_agg(event_id::text, ',' ORDER BY event_id) FROM "
+                          "aggregate_results") == std::to_string(events[0].id) + ",101,103");
+  CHECK(query_value(db(), "SELECT status FROM outbox_events") == "PROCESSED");
+}
+
+TEST_CASE("a completion the database refuses fails only its own run; the rows riding on it "
+          "commit on their own") {
+  truncate_all(db());
+  rides r;
+  auto events = claim_events(r.pool, 1);
+  REQUIRE(events.size() == 1);
+  auto bad_last_row = row_of(events[0].id, "billing");
+  bad_last_row.request_payload_json = "{not json";
+  r.spawn({row_of(101, "inventory")});
+  r.spawn({row_of(102, "inventory")});
+  r.complete(events[0], bad_last_row);
+
+  r.driver.drive(0ms);
+  CHECK(r.answers == std::vector<int>{-1});
+  REQUIRE(r.completion_errors[0]);
+  inspect(r.completion_errors[0],
+          [](const std::exception& e) { CHECK(dynamic_cast<const pqxx::sql_error*>(&e)); });
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK_FALSE(r.errors[i]);
+    CHECK(r.went_on[i] >= 2);
+  }
+  CHECK(query_value(db(), "SELECT string_agg(event_id::text, ',' ORDER BY event_id) FROM "
+                          "aggregate_results") == "101,102");
+  CHECK(query_value(db(), "SELECT status FROM outbox_events") == "PROCESSING");
+}
+
+TEST_CASE("a lost connection fails a completion and every row riding on it") {
+  truncate_all(db());
+  rides r;
+  auto events = claim_events(r.pool, 1);
+  REQUIRE(events.size() == 1);
+  const auto last_row = row_of(events[0].id, "billing");
+  r.spawn({row_of(101, "inventory")});
+  r.spawn({row_of(102, "inventory")});
+  r.complete(events[0], last_row);
+  CHECK(query_value(db(), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                          "WHERE datname = current_database() AND pid <> pg_backend_pid()") == "1");
+
+  r.driver.drive(0ms);
+  CHECK(r.driver.running() == 0);
+  CHECK(r.answers == std::vector<int>{-1});
+  REQUIRE(r.completion_errors[0]);
+  inspect(r.completion_errors[0],
+          [](const std::exception& e) { CHECK(persistence::is_connection_loss(e)); });
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(r.went_on[i] == -1);
+    REQUIRE(r.errors[i]);
+    inspect(r.errors[i],
+            [](const std::exception& e) { CHECK(persistence::is_connection_loss(e)); });
+  }
+  CHECK(count_rows(db(), "aggregate_results") == 0);
+  CHECK(query_value(db(), "SELECT status FROM outbox_events") == "PROCESSING");
+}
+
+TEST_CASE("rows ride only on a small flush of completions, at most a few of them") {
+  truncate_all(db());
+  rides r;
+  // More completions than ride_limit: the rows are a statement of their own.
+  auto events = claim_events(r.pool, 9);
+  REQUIRE(events.size() == 9);
+  std::vector<persistence::attempt_row> last_rows;
+  for (const auto& e : events)
+    last_rows.push_back(row_of(e.id, "billing"));
+  r.spawn({row_of(101, "inventory")});
+  for (std::size_t i = 0; i < events.size(); ++i)
+    r.complete(events[i], last_rows[i]);
+  r.driver.drive(0ms);
+  CHECK_FALSE(r.errors[0]);
+  CHECK(query_value(db(), "SELECT count(DISTINCT xmin::text) FROM aggregate_results") == "2");
+  CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSED'") == "9");
+}

@@ -68,7 +68,7 @@ std::size_t call_driver::pending() const {
 
 std::size_t call_driver::linger() {
   const auto typical = typical_call_;
-  if (typical >= linger_below_ || pending() == 0)
+  if (!calls_are_fast() || pending() == 0)
     return 0;
   // A flush costs a round trip and a commit, about as long as such a call: waiting for the calls
   // about to land costs each waiting run little and saves the database a commit per run. A flush

@@ -96,6 +96,10 @@ public:
   /// Runs started and not ended.
   std::size_t running() const { return runs_.size(); }
 
+  /// Whether the calls are fast (see fast_call): then this driver's thread, not the calls, sets
+  /// the pace, and runs share statements even when some of them wait a little longer for it.
+  bool calls_are_fast() const { return typical_call_ < linger_below_; }
+
   /// Resumes the runs whose time came and waits, at most `max_wait` (less when a timer is due
   /// sooner), for calls to finish, resuming their runs; flushes the batch after each of these
   /// (and before the wait), so no run waits on it past drive(). Returns how many runs were

@@ -1,9 +1,12 @@
 // The completions of one processor's runs, committed together: a run co_awaits complete(...) and
 // is resumed with whether its event was completed (its lease still held); the call driver
 // flushes what its runs handed over, one statement (one synchronous commit) per aggregate type,
-// outcome and reason, each event fenced by its own lease token. The attempt rows the other runs
-// handed over meanwhile ride on the first of those statements: one round trip and one commit
-// where there were two (the driver flushes this writer before the rows' own).
+// outcome and reason, each event fenced by its own lease token. While the calls are fast (the
+// processor's thread sets the pace), the attempt rows the other runs handed over meanwhile ride
+// on the first of those statements: one round trip and one commit where there were two (the
+// driver flushes this writer before the rows' own). With slow calls they do not, and go first:
+// a row's own statement commits without waiting for the disk, so its run calls again sooner, and
+// the thread has time to spare.
 #pragma once
 
 #include "actors/attempt_writer.hpp"

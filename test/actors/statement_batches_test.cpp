@@ -7,6 +7,7 @@
 #include "actors/completion_writer.hpp"
 #include "persistence/connection_pool.hpp"
 #include "persistence/worker_connections.hpp"
+#include "test/support/partner.hpp"
 #include "test/support/test_db.hpp"
 
 #include <doctest/doctest.h>
@@ -40,8 +41,10 @@ persistence::attempt_row row_of(std::int64_t event_id, const std::string& destin
 /// Runs on one driver, each recording its rows one after the other, then noting how many rows
 /// another connection sees (what "its next step" would find committed).
 struct runs {
-  explicit runs(int connections = 1)
-      : pool([](int) { return db(); }, connections, {}), writer(pool, "test-processor", driver) {}
+  explicit runs(int connections = 1,
+                std::chrono::microseconds linger_below = actors::call_driver::fast_call)
+      : pool([](int) { return db(); }, connections, {}), driver(linger_below),
+        writer(pool, "test-processor", driver) {}
 
   void spawn(std::vector<persistence::attempt_row> rows) {
     const auto i = went_on.size();
@@ -309,10 +312,28 @@ TEST_CASE("a lost connection fails every completion waiting on the flush") {
 
 namespace {
 
-/// Runs recording attempt rows (see runs) and, on the same driver, runs completing claimed events
-/// with the rows riding on the completions' statements.
+/// Runs recording attempt rows (see runs) and, on the same driver, runs completing claimed events,
+/// with the rows riding on the completions' statements when the driver's calls are `fast` (one
+/// call to a partner that answers at once teaches it so).
 struct rides : runs {
-  rides() : completions(pool, "test-processor", driver, &writer) {}
+  explicit rides(bool fast = true)
+      : runs(1, fast ? std::chrono::hours(1) : actors::call_driver::fast_call),
+        completions(pool, "test-processor", driver, &writer) {
+    if (!fast)
+      return;
+    auto call = [](rides& r) -> actors::task<void> {
+      client::call_request req;
+      req.method = "POST";
+      req.url = "http://127.0.0.1:" + std::to_string(r.fast_partner.port) + "/";
+      co_await r.driver.call(req);
+    };
+    bool called = false;
+    driver.spawn(call(*this), [&called](std::exception_ptr) { called = true; });
+    for (auto deadline = std::chrono::steady_clock::now() + 10s;
+         !called && std::chrono::steady_clock::now() < deadline;)
+      driver.drive(50ms);
+    REQUIRE(driver.calls_are_fast());
+  }
 
   /// A run that completes `e` with `last_row`; answers[i] is 1 when it was completed.
   void complete(const persistence::claimed_event& e, const persistence::attempt_row& last_row) {
@@ -328,6 +349,7 @@ struct rides : runs {
                  [this, i](std::exception_ptr error) { completion_errors[i] = error; });
   }
 
+  test::partner fast_partner;
   actors::completion_writer completions;
   std::vector<int> answers; // -1: not resumed
   std::vector<std::exception_ptr> completion_errors;
@@ -447,6 +469,26 @@ TEST_CASE("a lost connection fails a completion and every row riding on it") {
   }
   CHECK(count_rows(db(), "aggregate_results") == 0);
   CHECK(query_value(db(), "SELECT status FROM outbox_events") == "PROCESSING");
+}
+
+TEST_CASE("with slow calls, rows commit on their own, without waiting for a completion's commit") {
+  truncate_all(db());
+  rides r(false);
+  REQUIRE_FALSE(r.driver.calls_are_fast());
+  auto events = claim_events(r.pool, 1);
+  REQUIRE(events.size() == 1);
+  const auto last_row = row_of(events[0].id, "billing");
+  r.spawn({row_of(101, "inventory")});
+  r.complete(events[0], last_row);
+  r.driver.drive(0ms);
+  CHECK(r.answers == std::vector<int>{1});
+  CHECK_FALSE(r.errors[0]);
+  CHECK(r.went_on[0] >= 1);
+  CHECK(query_value(db(), "SELECT count(DISTINCT xmin::text) FROM aggregate_results") == "2");
+  // The row's statement went first (its transaction began first).
+  CHECK(query_value(db(),
+                    "SELECT (SELECT xmin::text::bigint FROM aggregate_results WHERE "
+                    "event_id = 101) < (SELECT xmin::text::bigint FROM outbox_events)") == "t");
 }
 
 TEST_CASE("rows ride only on a small flush of completions, at most a few of them") {

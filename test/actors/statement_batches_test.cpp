@@ -76,6 +76,21 @@ template <class F> void inspect(const std::exception_ptr& error, F f) {
   }
 }
 
+/// Of three runs of one row each, the middle one's the database refused: that run failed with the
+/// refusal and did not go on; the other two went on with at least `committed` rows in.
+void check_middle_refused(const runs& r, long long committed) {
+  CHECK_FALSE(r.errors[0]);
+  CHECK_FALSE(r.errors[2]);
+  CHECK(r.went_on[0] >= committed);
+  CHECK(r.went_on[2] >= committed);
+  CHECK(r.went_on[1] == -1);
+  REQUIRE(r.errors[1]);
+  inspect(r.errors[1], [](const std::exception& e) {
+    CHECK(dynamic_cast<const pqxx::sql_error*>(&e));
+    CHECK_FALSE(persistence::is_connection_loss(e));
+  });
+}
+
 } // namespace
 
 TEST_CASE("the attempt rows of several runs commit in one transaction before any run goes on") {
@@ -138,16 +153,7 @@ TEST_CASE("a row the database refuses fails only its own run; the others' rows c
   r.spawn({row_of(3, "inventory")});
 
   r.driver.drive(0ms);
-  CHECK_FALSE(r.errors[0]);
-  CHECK_FALSE(r.errors[2]);
-  CHECK(r.went_on[0] >= 2);
-  CHECK(r.went_on[2] >= 2);
-  CHECK(r.went_on[1] == -1);
-  REQUIRE(r.errors[1]);
-  inspect(r.errors[1], [](const std::exception& e) {
-    CHECK(dynamic_cast<const pqxx::sql_error*>(&e));
-    CHECK_FALSE(persistence::is_connection_loss(e));
-  });
+  check_middle_refused(r, 2);
   CHECK(query_value(db(), "SELECT string_agg(event_id::text, ',' ORDER BY event_id) FROM "
                           "aggregate_results") == "1,3");
 }
@@ -349,6 +355,14 @@ struct rides : runs {
                  [this, i](std::exception_ptr error) { completion_errors[i] = error; });
   }
 
+  /// Empties the tables and claims one new event.
+  persistence::claimed_event claim_one() {
+    truncate_all(db());
+    auto events = claim_events(pool, 1);
+    REQUIRE(events.size() == 1);
+    return events.front();
+  }
+
   test::partner fast_partner;
   actors::completion_writer completions;
   std::vector<int> answers; // -1: not resumed
@@ -358,14 +372,12 @@ struct rides : runs {
 } // namespace
 
 TEST_CASE("the attempt rows of other runs ride on a completion: one transaction for both") {
-  truncate_all(db());
   rides r;
-  auto events = claim_events(r.pool, 1);
-  REQUIRE(events.size() == 1);
-  const auto last_row = row_of(events[0].id, "billing");
+  const auto event = r.claim_one();
+  const auto last_row = row_of(event.id, "billing");
   r.spawn({row_of(101, "inventory")});
   r.spawn({row_of(102, "inventory"), row_of(102, "fraud")}); // its second row: the next flush
-  r.complete(events[0], last_row);
+  r.complete(event, last_row);
   REQUIRE(r.writer.pending() == 2);
   REQUIRE(r.completions.pending() == 1);
 
@@ -387,47 +399,34 @@ TEST_CASE("the attempt rows of other runs ride on a completion: one transaction 
 
 TEST_CASE("a riding row the database refuses fails only its own run; the completion and the "
           "other riders commit") {
-  truncate_all(db());
   rides r;
-  auto events = claim_events(r.pool, 1);
-  REQUIRE(events.size() == 1);
-  const auto last_row = row_of(events[0].id, "billing");
+  const auto event = r.claim_one();
+  const auto last_row = row_of(event.id, "billing");
   auto bad = row_of(102, "inventory");
   bad.request_payload_json = "{not json";
   r.spawn({row_of(101, "inventory")});
   r.spawn({bad});
   r.spawn({row_of(103, "inventory")});
-  r.complete(events[0], last_row);
+  r.complete(event, last_row);
 
   r.driver.drive(0ms);
   CHECK(r.answers == std::vector<int>{1});
   CHECK_FALSE(r.completion_errors[0]);
-  CHECK_FALSE(r.errors[0]);
-  CHECK_FALSE(r.errors[2]);
-  CHECK(r.went_on[0] >= 3);
-  CHECK(r.went_on[2] >= 3);
-  CHECK(r.went_on[1] == -1);
-  REQUIRE(r.errors[1]);
-  inspect(r.errors[1], [](const std::exception& e) {
-    CHECK(dynamic_cast<const pqxx::sql_error*>(&e));
-    CHECK_FALSE(persistence::is_connection_loss(e));
-  });
+  check_middle_refused(r, 3);
   CHECK(query_value(db(), "SELECT string_agg(event_id::text, ',' ORDER BY event_id) FROM "
-                          "aggregate_results") == std::to_string(events[0].id) + ",101,103");
+                          "aggregate_results") == std::to_string(event.id) + ",101,103");
   CHECK(query_value(db(), "SELECT status FROM outbox_events") == "PROCESSED");
 }
 
 TEST_CASE("a completion the database refuses fails only its own run; the rows riding on it "
           "commit on their own") {
-  truncate_all(db());
   rides r;
-  auto events = claim_events(r.pool, 1);
-  REQUIRE(events.size() == 1);
-  auto bad_last_row = row_of(events[0].id, "billing");
+  const auto event = r.claim_one();
+  auto bad_last_row = row_of(event.id, "billing");
   bad_last_row.request_payload_json = "{not json";
   r.spawn({row_of(101, "inventory")});
   r.spawn({row_of(102, "inventory")});
-  r.complete(events[0], bad_last_row);
+  r.complete(event, bad_last_row);
 
   r.driver.drive(0ms);
   CHECK(r.answers == std::vector<int>{-1});
@@ -444,14 +443,12 @@ TEST_CASE("a completion the database refuses fails only its own run; the rows ri
 }
 
 TEST_CASE("a lost connection fails a completion and every row riding on it") {
-  truncate_all(db());
   rides r;
-  auto events = claim_events(r.pool, 1);
-  REQUIRE(events.size() == 1);
-  const auto last_row = row_of(events[0].id, "billing");
+  const auto event = r.claim_one();
+  const auto last_row = row_of(event.id, "billing");
   r.spawn({row_of(101, "inventory")});
   r.spawn({row_of(102, "inventory")});
-  r.complete(events[0], last_row);
+  r.complete(event, last_row);
   CHECK(query_value(db(), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                           "WHERE datname = current_database() AND pid <> pg_backend_pid()") == "1");
 
@@ -472,14 +469,12 @@ TEST_CASE("a lost connection fails a completion and every row riding on it") {
 }
 
 TEST_CASE("with slow calls, rows commit on their own, without waiting for a completion's commit") {
-  truncate_all(db());
   rides r(false);
   REQUIRE_FALSE(r.driver.calls_are_fast());
-  auto events = claim_events(r.pool, 1);
-  REQUIRE(events.size() == 1);
-  const auto last_row = row_of(events[0].id, "billing");
+  const auto event = r.claim_one();
+  const auto last_row = row_of(event.id, "billing");
   r.spawn({row_of(101, "inventory")});
-  r.complete(events[0], last_row);
+  r.complete(event, last_row);
   r.driver.drive(0ms);
   CHECK(r.answers == std::vector<int>{1});
   CHECK_FALSE(r.errors[0]);

@@ -29,7 +29,9 @@ public:
   class batch {
   public:
     virtual ~batch() = default;
-    /// Does what is pending and resumes the runs that waited for it; how many.
+    /// Does what is pending and resumes the runs that waited for it; how many. A batch may
+    /// decline (0, leaving its work pending) while another batch's work must go first: drive()
+    /// comes back to it once a later batch has flushed something.
     virtual std::size_t flush() = 0;
     /// Forgets what is pending without resuming its runs (they are being destroyed).
     virtual void drop() = 0;

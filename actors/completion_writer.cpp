@@ -78,21 +78,23 @@ std::size_t completion_writer::write(const std::vector<waiting*>& group,
 std::size_t completion_writer::flush() {
   if (pending_.empty())
     return 0;
+  // Riding, the rows' runs wait for the completions' commit to the disk. Otherwise their own
+  // statement goes first (its commit does not wait for the disk) and their next calls go out
+  // before the completions' statement: this writer declines the flush, the driver flushes the
+  // rows, sends the calls and comes back here.
+  const bool ride = rows_ && pending_.size() <= ride_limit && driver_.calls_are_fast();
+  if (!ride && rows_ && rows_->pending() > 0)
+    return 0;
   auto batch = std::move(pending_);
   pending_.clear();
-  // Riding, the rows' runs wait for the completions' commit to the disk; otherwise their own
-  // statement goes first (its commit does not wait for the disk), so their next calls go sooner.
-  std::size_t resumed = 0;
   std::vector<attempt_writer::waiting> riders;
-  if (rows_ && batch.size() <= ride_limit && driver_.calls_are_fast())
+  if (ride)
     riders = rows_->take(ride_limit);
-  else if (rows_)
-    resumed += rows_->flush();
   std::map<std::tuple<std::string, int, std::string>, std::vector<waiting*>> groups;
   for (auto* w : batch)
     groups[{w->event->aggregate_type, w->outcome ? static_cast<int>(*w->outcome) : -1, *w->reason}]
         .push_back(w);
-  resumed += batch.size();
+  std::size_t resumed = batch.size();
   for (const auto& [key, group] : groups)
     resumed += write(group, riders);
   for (auto* w : batch)

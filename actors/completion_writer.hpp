@@ -5,8 +5,8 @@
 // processor's thread sets the pace), the attempt rows the other runs handed over meanwhile ride
 // on the first of those statements: one round trip and one commit where there were two (the
 // driver flushes this writer before the rows' own). With slow calls they do not, and go first:
-// a row's own statement commits without waiting for the disk, so its run calls again sooner, and
-// the thread has time to spare.
+// a row's own statement commits without waiting for the disk, so its run calls again sooner (its
+// call goes out before the completions' statement), and the thread has time to spare.
 #pragma once
 
 #include "actors/attempt_writer.hpp"

@@ -10,9 +10,11 @@
 #include "test/support/partner.hpp"
 #include "test/support/test_db.hpp"
 
+#include <atomic>
 #include <doctest/doctest.h>
 #include <exception>
 #include <pqxx/except>
+#include <thread>
 #include <vector>
 
 using namespace outboxd;
@@ -484,6 +486,63 @@ TEST_CASE("with slow calls, rows commit on their own, without waiting for a comp
   CHECK(query_value(db(),
                     "SELECT (SELECT xmin::text::bigint FROM aggregate_results WHERE "
                     "event_id = 101) < (SELECT xmin::text::bigint FROM outbox_events)") == "t");
+}
+
+TEST_CASE("with slow calls, the call after a committed row goes out before the completions' "
+          "statement") {
+  rides r(false);
+  // A slow call first: the driver learns its calls are slow.
+  r.fast_partner.handle([](const test::partner::request& req) {
+    test::partner::answer a;
+    if (req.path == "/slow")
+      a.delay = 20ms;
+    return a;
+  });
+  auto call = [](rides& r, std::string path,
+                 const persistence::attempt_row* row) -> actors::task<void> {
+    if (row)
+      co_await r.writer.record(*row);
+    client::call_request req;
+    req.method = "POST";
+    req.url = "http://127.0.0.1:" + std::to_string(r.fast_partner.port) + path;
+    co_await r.driver.call(req);
+  };
+  int ended = 0;
+  auto count_end = [&ended](std::exception_ptr) { ++ended; };
+  r.driver.spawn(call(r, "/slow", nullptr), count_end);
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       ended < 1 && std::chrono::steady_clock::now() < deadline;)
+    r.driver.drive(50ms);
+  REQUIRE(ended == 1);
+  REQUIRE_FALSE(r.driver.calls_are_fast());
+
+  const auto event = r.claim_one();
+  const auto last_row = row_of(event.id, "billing");
+  const auto row = row_of(101, "inventory");
+  r.driver.spawn(call(r, "/next", &row), count_end);
+  r.complete(event, last_row);
+  // The completions' statement waits for the event's row, locked here until the next call has
+  // reached the partner (its connection accepted; or 10 s have passed: the call did not go out
+  // before that statement).
+  pqxx::connection blocker(db());
+  pqxx::work lock(blocker);
+  lock.exec("SELECT 1 FROM outbox_events WHERE id = " + std::to_string(event.id) + " FOR UPDATE");
+  std::atomic<bool> call_came{false};
+  std::thread release([&] {
+    for (auto deadline = std::chrono::steady_clock::now() + 10s;
+         !call_came && std::chrono::steady_clock::now() < deadline;
+         std::this_thread::sleep_for(5ms))
+      call_came = r.fast_partner.connection_count() == 2;
+    lock.commit();
+  });
+  r.driver.drive(0ms);
+  release.join();
+  CHECK(call_came);
+  CHECK(r.answers == std::vector<int>{1});
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       ended < 2 && std::chrono::steady_clock::now() < deadline;)
+    r.driver.drive(50ms);
+  CHECK(ended == 2);
 }
 
 TEST_CASE("rows ride only on a small flush of completions, at most a few of them") {

@@ -91,6 +91,11 @@ std::size_t partner::request_count() const {
   return requests_.size();
 }
 
+std::size_t partner::connection_count() const {
+  std::lock_guard lock(mutex_);
+  return connections_.size();
+}
+
 void partner::accept_loop(int fd) {
   while (true) {
     int c = ::accept(fd, nullptr, nullptr);

@@ -49,6 +49,9 @@ public:
   /// Requests received so far (a hanging one counts once it is read).
   std::vector<request> requests() const;
   std::size_t request_count() const;
+  /// Connections accepted so far (a connection is accepted once its handshake is done, before
+  /// the client has sent anything on it).
+  std::size_t connection_count() const;
   /// The most requests that were in progress (read, not yet answered) at once.
   int max_in_flight() const { return max_in_flight_; }
 

@@ -50,6 +50,11 @@ public:
   using clock = std::chrono::steady_clock;
   /// How long one slice drives the calls before the mailbox is served again.
   static constexpr std::chrono::milliseconds slice{50};
+  /// A processor keeps a queue of claimed events ahead of its free slots only while its slots
+  /// free up at least this often (its runs' time over its cap): a queued event then waits a few
+  /// milliseconds. With slower runs it would wait for one to end while another processor's slot
+  /// stood free, and a claim per free slot costs little at that pace (100 a second at most).
+  static constexpr std::chrono::milliseconds quick_slots{10};
 
   /// `driver` carries the runs' calls (the work's runner uses the same one); at most
   /// `calls_in_flight` items run at once.
@@ -156,8 +161,10 @@ private:
       auto& it =
           *running_.emplace(id, std::make_unique<item>(std::move(queue_.front()))).first->second;
       queue_.pop_front();
-      driver_->spawn(work_.run(it),
-                     [this, id](std::exception_ptr error) { ended_.emplace_back(id, error); });
+      driver_->spawn(work_.run(it), [this, id, started = clock::now()](std::exception_ptr error) {
+        took(clock::now() - started);
+        ended_.emplace_back(id, error);
+      });
     }
     reap();
   }
@@ -197,17 +204,19 @@ private:
     });
   }
 
-  /// Claims when asked to and there is room enough (while runs are in flight, a quarter of the
-  /// cap and at least two events, so that claims stay batches: with one per event that ends, a
-  /// small cap paid a claim's round trip and transaction for every event). With more than one in
-  /// flight the claim also fills a small queue (as many) of events that start the moment a run
-  /// ends, instead of leaving their slots empty until the next claim. True when something was
-  /// claimed.
+  /// Claims when asked to and there is room enough. While the slots free up quickly (see
+  /// quick_slots), runs in flight wait for a quarter of the cap and at least two free slots, so
+  /// that claims stay batches (with one per event that ends, a small cap paid a claim's round trip
+  /// and transaction for every event), and the claim also fills a small queue (as many) of events
+  /// that start the moment a run ends, instead of leaving their slots empty until the next claim.
+  /// Otherwise, and before its runs were timed, the processor claims what its free slots take,
+  /// as soon as one is free. True when something was claimed.
   bool claim_now() {
     if (!claim_wanted_ || ctx_->stopping || backoff_until_)
       return false;
-    const int batch = cap_ > 1 ? std::max(2, cap_ / 4) : 1;
-    const int ahead = cap_ > 1 && claim_ahead_ ? batch : 0;
+    const bool quick = run_time_ && *run_time_ / cap_ < quick_slots;
+    const int batch = cap_ > 1 && quick ? std::max(2, cap_ / 4) : 1;
+    const int ahead = cap_ > 1 && quick && claim_ahead_ ? batch : 0;
     const int room = cap_ + ahead - static_cast<int>(running_.size() + queue_.size());
     if (room <= 0 || (!running_.empty() && room < batch))
       return false;
@@ -231,6 +240,9 @@ private:
     });
     return got;
   }
+
+  /// Adds an ended run's time (from its start) to the moving average.
+  void took(clock::duration d) { run_time_ = run_time_ ? *run_time_ + (d - *run_time_) / 8 : d; }
 
   /// Forgets the runs that ended. A lost connection ends only its run (the claim loop backs off);
   /// any other exception crashes the actor, as it did the run.
@@ -350,6 +362,7 @@ private:
   std::uint64_t next_run_ = 0;
   std::uint64_t timer_ = 0;
   std::optional<clock::time_point> backoff_until_; // after a lost connection
+  std::optional<clock::duration> run_time_;        // moving average; none before a run ended
   bool claim_wanted_ = true;
   bool claim_ahead_ = true; // false from a stale claim's release until a run ends
   bool driving_ = false;    // a process message is on its way

@@ -60,6 +60,7 @@ public:
       ++answered_;
       res.set_content(R"({"ok":true})", "application/json");
     });
+    server_.new_task_queue = [] { return new httplib::ThreadPool(24); }; // 16 calls held at once
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     REQUIRE(eventually([this] { return server_.is_running(); }, 5s));
@@ -432,33 +433,81 @@ TEST_CASE("a destination's condition reads the response of an earlier one of the
         "sink success, confirmed success, refuted skipped");
 }
 
+/// Inserts `n` "Thing" events of aggregates `<prefix>1` ... `<prefix>n` in one transaction.
+void insert_events(const std::string& prefix, int n) {
+  query_value(db(), fmt::format("WITH i AS (INSERT INTO outbox_events (aggregate_type, "
+                                "aggregate_id, event_type, payloads, idempotency_key) SELECT "
+                                "'thing', '{0}' || i, 'Thing', '{{\"sink\": {{\"payload\": "
+                                "{{}}}}}}', '{0}' || i || '-' || gen_random_uuid() FROM "
+                                "generate_series(1, {1}) i RETURNING 1) SELECT count(*) FROM i",
+                                prefix, n));
+}
+
+std::string count_events(const std::string& status) {
+  return query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = '" + status + "'");
+}
+
 TEST_CASE("an orderly stop lets every run in flight finish its call; nothing more is claimed") {
   truncate_all(db());
   sink destination;
+  auto settings = test_settings(destination);
+  settings.outbox.calls_in_flight = 16;
+  actors::engine eng(settings, {});
+  eng.start();
+  // Quick runs first (answered at once): the processor's slots free up often, so its claims keep
+  // a queue ahead of them. Three rounds: the first may wait for its connections (the sink's
+  // listen backlog is five, and sixteen connect at once), the later ones reuse them.
+  for (int round = 1; round <= 3; ++round) {
+    insert_events(fmt::format("w{}-", round), 16);
+    REQUIRE(eventually([&] { return count_events("PROCESSED") == std::to_string(16 * round); }));
+  }
   destination.hold();
-  std::vector<std::string> events;
-  for (int i = 1; i <= 7; ++i)
-    events.push_back(insert_event("thing", fmt::format("t{}", i)));
+  insert_events("t", 23);
+  // Sixteen calls at once on the processor's one thread; the claim took what fits and four more,
+  // to start when slots free (the claims' batch: a quarter of the cap, at least two), and no more.
+  REQUIRE(eventually([&] { return destination.entered() == 64; }));
+  REQUIRE(count_events("PROCESSING") == "20");
+
+  CHECK(stop_while_held(eng, destination) < settings.outbox.shutdown_timeout);
+
+  CHECK(destination.entered() == 64);
+  CHECK(destination.answered() == 64);
+  CHECK(count_events("PROCESSED") == "64");
+  CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results WHERE outcome = 'success'") ==
+        "64");
+  // The four claimed ahead were handed back unstarted, with the three never claimed.
+  CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PENDING' AND "
+                          "lease_token IS NULL AND attempts = 0") == "7");
+}
+
+TEST_CASE("a processor whose runs are slow or not yet timed claims no events ahead of its free "
+          "slots: they stay for processors with free slots") {
+  truncate_all(db());
+  sink destination;
+  destination.hold();
   auto settings = test_settings(destination);
   settings.outbox.calls_in_flight = 4;
   actors::engine eng(settings, {});
   eng.start();
-  // Four calls at once on the processor's one thread; the claim took what fits and two more, to
-  // start when slots free (the claims' batch: a quarter of the cap, at least two), and no more.
+  insert_events("a", 6);
+  // Not yet timed: four claimed, for its four slots.
   REQUIRE(eventually([&] { return destination.entered() == 4; }));
-  REQUIRE(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSING'") ==
-          "6");
+  CHECK(count_events("PROCESSING") == "4");
+  CHECK(count_events("PENDING") == "2");
+  // Its runs take 200 ms and more (50 ms per slot, against the 10 ms a queue ahead needs); the
+  // last two are claimed one by one as slots free.
+  std::this_thread::sleep_for(200ms);
+  destination.release();
+  REQUIRE(eventually([&] { return count_events("PROCESSED") == "6"; }));
 
-  CHECK(stop_while_held(eng, destination) < settings.outbox.shutdown_timeout);
-
-  CHECK(destination.entered() == 4);
-  CHECK(destination.answered() == 4);
-  CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSED'") == "4");
-  CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results WHERE outcome = 'success'") ==
-        "4");
-  // The two claimed ahead were handed back unstarted, with the one never claimed.
-  CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PENDING' AND "
-                          "lease_token IS NULL AND attempts = 0") == "3");
+  destination.hold();
+  insert_events("b", 6);
+  REQUIRE(eventually([&] { return destination.entered() == 10; }));
+  CHECK(count_events("PROCESSING") == "4");
+  CHECK(count_events("PENDING") == "2");
+  destination.release();
+  REQUIRE(eventually([&] { return count_events("PROCESSED") == "12"; }));
+  eng.stop();
 }
 
 struct short_lock_timeout_fixture : engine_fixture {

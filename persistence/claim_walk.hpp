@@ -82,12 +82,15 @@ public:
       tx.exec(fmt::format("PREPARE {}(integer, text, bigint) AS {}", name_, sql_));
       prepared_ = true;
     }
-    return tx.exec(
-        fmt::format("SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off; "
-                    "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; "
-                    "SET LOCAL enable_bitmapscan = off; SET LOCAL jit = off; "
-                    "SET LOCAL plan_cache_mode = force_generic_plan; EXECUTE {}({}, {}, {})",
-                    name_, limit, tx.quote(owner), lease.count()));
+    // One statement sets them all: seven SET LOCALs, each parsed and run on its own, cost about
+    // 0.19 ms of machine CPU per claim, one select of set_config 0.07 (pgbench, a transaction of
+    // the settings and a SELECT 1, two cores saturated: 7 300 against 12 500 transactions/s).
+    return tx.exec(fmt::format(
+        "SELECT set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', "
+        "true), set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', "
+        "'off', true), set_config('enable_bitmapscan', 'off', true), set_config('jit', 'off', "
+        "true), set_config('plan_cache_mode', 'force_generic_plan', true); EXECUTE {}({}, {}, {})",
+        name_, limit, tx.quote(owner), lease.count()));
   }
 
 private:

@@ -1,9 +1,9 @@
 // The claim loop both processors run: claim, start runs while fewer than the processor's cap are
 // in flight, drive their calls for a short slice, then let the mailbox (stop, wake-ups) be served
 // before the next slice (a process message to itself); claim again when there is room, keeping a
-// short queue of claimed events ready for the slots that free up. Idle until a wake-up or the next
-// due retry. A lost database connection drops the unstarted claims and retries after the shared
-// backoff.
+// short queue of claimed events ready for the slots that free up while the runs are quick. Idle
+// until a wake-up or the next due retry. A lost database connection drops the unstarted claims and
+// retries after the shared backoff.
 #pragma once
 
 #include "actors/call_driver.hpp"
@@ -38,7 +38,9 @@ namespace outboxd::actors {
 ///   std::vector<item> claim(int room);                    // the next claim (may throw); `room`
 ///                                                         // is how many to take: the runs that
 ///                                                         // fit now and the queue ahead
-///   void claimed(const std::vector<item>&);               // after each claim, empty ones too
+///   void claimed(const std::vector<item>&, bool more);    // after each claim, empty ones too;
+///                                                         // `more`: an idle processor's claim
+///                                                         // filled all its room (more may be due)
 ///   std::optional<std::chrono::milliseconds> next_due_in(); // the earliest delayed item
 ///   task<void> run(const item&);                          // one item, start to finish
 ///   bool release(const item&);                            // hand an unstarted claim back
@@ -51,9 +53,10 @@ public:
   /// How long one slice drives the calls before the mailbox is served again.
   static constexpr std::chrono::milliseconds slice{50};
   /// A processor keeps a queue of claimed events ahead of its free slots only while its slots
-  /// free up at least this often (its runs' time over its cap): a queued event then waits a few
-  /// milliseconds. With slower runs it would wait for one to end while another processor's slot
-  /// stood free, and a claim per free slot costs little at that pace (100 a second at most).
+  /// free up at least this often (its runs' time over its cap): the queue, a quarter of the cap,
+  /// is then taken within about a quarter of a run's time. With slower runs a queued event would
+  /// wait for one to end while another processor's slot stood free, and a claim per free slot
+  /// costs little at that pace (100 a second at most).
   static constexpr std::chrono::milliseconds quick_slots{10};
 
   /// `driver` carries the runs' calls (the work's runner uses the same one); at most
@@ -223,10 +226,11 @@ private:
     bool got = false;
     guarded([&] {
       const auto started = clock::now();
+      const bool idle = running_.empty() && queue_.empty();
       auto claimed = work_.claim(room);
       metrics::global().claim_seconds.observe(
           {{"queue", Work::queue}}, std::chrono::duration<double>(clock::now() - started).count());
-      work_.claimed(claimed);
+      work_.claimed(claimed, idle && static_cast<int>(claimed.size()) == room);
       if (claimed.empty()) {
         claim_wanted_ = false;
         const auto poll = ctx_->settings.outbox.poll_interval;

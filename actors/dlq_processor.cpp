@@ -34,7 +34,7 @@ public:
   std::vector<item> claim(int room) {
     return repo()->claim(ctx_->lease_owner(tag_), room, ctx_->settings.outbox.lease_timeout);
   }
-  void claimed(const std::vector<item>&) {}
+  void claimed(const std::vector<item>&, bool) {} // every dead-letter processor gets each wake
   std::optional<milliseconds> next_due_in() { return repo()->next_due_in(); }
   /// Compensates `d`; a database error other than a lost connection fails this attempt
   /// (fail()) instead of the worker.

@@ -44,12 +44,16 @@ public:
     return claimed;
   }
 
-  void claimed(const std::vector<item>& claimed) {
+  void claimed(const std::vector<item>& claimed, bool more) {
     if (claimed.empty()) {
       claim_size_ = sizing().base();
       self_->send(supervisor_, idle_atom::value, index_);
       return;
     }
+    // Woken for more than it could take (one notification can stand for many events): the
+    // supervisor wakes another idle processor, or keeps the wake for the next one to fall idle.
+    if (more && ctx_->settings.outbox.calls_in_flight > 1)
+      self_->send(supervisor_, wake_atom::value);
     log::debug(tag_, "claimed {} event(s), first {}", claimed.size(), claimed.front().id);
     for (const auto& e : claimed)
       metrics::global().events_claimed.inc({{"event_type", e.event_type}});

@@ -510,6 +510,28 @@ TEST_CASE("a processor whose runs are slow or not yet timed claims no events ahe
   eng.stop();
 }
 
+TEST_CASE("an idle processor woken for more events than it has room for wakes another one") {
+  truncate_all(db());
+  sink destination;
+  destination.hold();
+  auto settings = test_settings(destination);
+  settings.outbox.pool_size = 2;
+  settings.outbox.calls_in_flight = 4;
+  settings.outbox.poll_interval = 60s; // no safety poll during the test: only wake-ups claim
+  settings.http.destinations["sink"].timeout = 30s; // held calls do not time out and retry
+  actors::engine eng(settings, {});
+  eng.start();
+  std::this_thread::sleep_for(1s); // both processors claimed nothing and went idle
+  // One transaction, one notification: the processor it wakes (not yet timed) claims four, and
+  // wakes the other for the last two.
+  insert_events("c", 6);
+  CHECK(eventually([&] { return destination.entered() == 6; }, 5s));
+  CHECK(count_events("PROCESSING") == "6");
+  destination.release();
+  REQUIRE(eventually([&] { return count_events("PROCESSED") == "6"; }));
+  eng.stop();
+}
+
 struct short_lock_timeout_fixture : engine_fixture {
   short_lock_timeout_fixture()
       : engine_fixture({50ms, 30s, 60s}, [](conf::settings& s) {

@@ -6,7 +6,7 @@
 # and how full the slots were. A tool for finding where the time goes; bench/run.sh gives the
 # figures.
 #
-#   bench/profile.sh [--orders N] [--concurrency C] [--latency MS] [--peer] [--perf] [--set K=V]...
+#   bench/profile.sh [--orders N] [--concurrency C] [--latency MS] [--peer] [--perf] [--threads] [--set K=V]...
 #
 #   --orders N        backlog size (default 3000)
 #   --concurrency C   calls in flight: outboxd's outbox.poolSize x outbox.callsInFlight (as in
@@ -19,6 +19,11 @@
 #   --perf            record the whole machine with `perf record -a -g -e cpu-clock` (software
 #                     clock: no hardware counters in this VM) and print the top of
 #                     `perf report` by process and symbol
+#   --threads         (outboxd) sample what its processors' threads do during the drain, every
+#                     10 ms: running (on a CPU or waiting for one), waiting on PostgreSQL, waiting
+#                     for calls, on a lock. A processor's thread runs its calls and statements one
+#                     after the other: waiting on PostgreSQL, it serves no answer. The sampler
+#                     costs under a twentieth of a core.
 #
 # Prints its figures on a few lines; the work folder (logs, perf.data) is kept when BENCH_KEEP=1.
 set -euo pipefail
@@ -28,7 +33,7 @@ BENCH="$ROOT/bench"
 OUTBOXD=${OUTBOXD:-$ROOT/build/release/outboxd}
 PROCESSORS=${BENCH_PROCESSORS:-$(nproc)}
 CALLS_IN_FLIGHT=${BENCH_CALLS_IN_FLIGHT:-16}
-DRAIN_ORDERS=3000 CONCURRENCY=4 LATENCY=0 SYSTEM=outboxd PERF=0 INTAKE_CLIENTS=8 EXTRA=()
+DRAIN_ORDERS=3000 CONCURRENCY=4 LATENCY=0 SYSTEM=outboxd PERF=0 THREADS=0 INTAKE_CLIENTS=8 EXTRA=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --orders) DRAIN_ORDERS=${2:?}; shift ;;
@@ -36,9 +41,10 @@ while [[ $# -gt 0 ]]; do
     --latency) LATENCY=${2:?}; shift ;;
     --peer) SYSTEM=peer ;;
     --perf) PERF=1 ;;
+    --threads) THREADS=1 ;;
     --set) EXTRA+=(--set "${2:?}"); shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
-    *) echo "usage: bench/profile.sh [--orders N] [--concurrency C] [--latency MS] [--peer] [--perf] [--set K=V]..." >&2; exit 2 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    *) echo "usage: bench/profile.sh [--orders N] [--concurrency C] [--latency MS] [--peer] [--perf] [--threads] [--set K=V]..." >&2; exit 2 ;;
   esac
   shift
 done
@@ -111,8 +117,13 @@ if [[ "$PERF" == 1 ]]; then
   perf record -a -g -e cpu-clock -F 499 -o "$WORK/perf.data" >"$WORK/logs/perf.log" 2>&1 &
   perf_pid=$!
 fi
+if [[ "$THREADS" == 1 && "$SYSTEM" == outboxd ]]; then
+  tool thread-states "$pid" >"$WORK/threads.txt" &
+  threads_pid=$!
+fi
 wait_drained "$SYSTEM"
 if [[ "$PERF" == 1 ]]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
+if [[ -n "${threads_pid:-}" ]]; then kill -TERM "$threads_pid"; wait "$threads_pid" || true; fi
 poll_close
 sut=$(cpu_ticks "$pid") sim1=$(cpu_ticks "$SIM_PID") busy1=$(busy_ticks)
 sutsw=$(switches "$pid") simsw1=$(switches "$SIM_PID")
@@ -160,6 +171,10 @@ awk -v n="$DRAIN_ORDERS" -v t="$span" -v hz="$hz" -v sut="$sut" \
     printf "%s c=%d latency=%dms: %.0f events/s in %.1fs | CPU ms/event: %s %.2f, simulator %.2f, postgres %.2f, machine %.2f | transactions/event %.1f | context switches/event: %s %.1f, simulator %.1f\n",
       sys, c, l, n / t, t, sys, sut * ms, sim * ms, pg * ms, busy * ms, tx / n, sys, sutsw / n, simsw / n }'
 [[ -z "$breakdown" ]] || echo "between a call's attempt row and the event's next call, ms p50 / mean / p99: $breakdown"
+if [[ -n "${threads_pid:-}" ]]; then
+  echo "the threads of outboxd's detached actors that worked, share of the drain's samples:"
+  cat "$WORK/threads.txt"
+fi
 echo "statements by database time (running, planning, the longest run):"
 echo "$statements"
 if [[ "$PERF" == 1 ]]; then

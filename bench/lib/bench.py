@@ -10,6 +10,12 @@ report. Standard library only.
   bench.py paced COMMITS CONFIRMED    commit -> CONFIRMED per order, as one JSON object
   bench.py field FILE KEY             the value of KEY in the one-line JSON object in FILE
   bench.py pick FILE ATTEMPTS         FILE's record with attempts and others_pct_attempts added
+  bench.py thread-states PID          until SIGTERM, what PID's detached actors' threads (CAF's
+                                      "caf.actor": processors, dead-letter processors, janitor,
+                                      listener) are doing, sampled every 10 ms; then one line per
+                                      thread that worked: its share of samples running (on a CPU
+                                      or waiting for one), waiting on PostgreSQL (libpq's poll),
+                                      waiting for calls (the call driver's epoll), on a lock
   bench.py pgbench-tps FILE           the tps figure of a pgbench output
   bench.py wake LEDGER COMMITS        commit -> first simulator request, as one JSON object
   bench.py report RAW JSON MD         aggregate raw.jsonl into latest.json and the Markdown table
@@ -29,6 +35,7 @@ report. Standard library only.
 """
 import json
 import math
+import os
 import re
 import signal
 import socket
@@ -928,6 +935,53 @@ def field(path, key):
     print(json.loads(open(path).read())[key])
 
 
+# The system calls a thread waits in: libpq waits for PostgreSQL's answers in poll(), the call
+# driver for the partners' in epoll (curl's own polls look at a socket without waiting).
+WAITS = {"7": "database", "271": "database", "232": "calls", "281": "calls", "441": "calls",
+         "202": "lock"}
+
+
+def thread_states(pid):
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    counts, actors, listed = {}, [], 0.0
+
+    def read(tid, name):
+        with open(f"/proc/{pid}/task/{tid}/{name}") as f:
+            return f.read()
+
+    while not stopping:
+        if time.monotonic() - listed > 1:  # the actors' threads, looked up once a second
+            listed = time.monotonic()
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                break
+            actors = []
+            for tid in tids:
+                try:
+                    if "(caf.actor)" in read(tid, "stat"):
+                        actors.append(tid)
+                except OSError:
+                    pass  # the thread ended
+        for tid in actors:
+            try:
+                stat, call = read(tid, "stat"), read(tid, "syscall").split()[0]
+            except (OSError, IndexError):
+                continue
+            state = "running" if stat[stat.rindex(")") + 2] == "R" else WAITS.get(call, "other")
+            c = counts.setdefault(tid, {})
+            c[state] = c.get(state, 0) + 1
+        time.sleep(0.01)
+    kinds = ("running", "database", "calls", "lock", "other")
+    for tid, c in sorted(counts.items(), key=lambda kv: -kv[1].get("running", 0)):
+        n = sum(c.values())
+        if c.get("running", 0) < 0.05 * n:
+            continue  # idle, or a listener waiting on its connection
+        print(f"thread {tid}: " + ", ".join(f"{k} {c.get(k, 0) / n:.2f}" for k in kinds) +
+              f" ({n} samples)")
+
+
 def pick(path, attempts_path):
     record = json.loads(open(path).read())
     shares = [float(l) for l in open(attempts_path) if l.strip()]
@@ -941,7 +995,8 @@ if __name__ == "__main__":
                 "latency-mean": lambda spec: print(latency_mean(spec)), "samples": samples,
                 "paced": paced, "field": field, "pick": pick,
                 "wake": wake, "report": report, "check": check, "emit": emit, "meta": meta,
-                "sample": sample, "burst": burst}
+                "sample": sample, "burst": burst,
+                "thread-states": thread_states}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])

@@ -21,9 +21,10 @@
 #                     `perf report` by process and symbol
 #   --threads         (outboxd) sample what its processors' threads do during the drain, every
 #                     10 ms: running (on a CPU or waiting for one), waiting on PostgreSQL, waiting
-#                     for calls, on a lock. A processor's thread runs its calls and statements one
-#                     after the other: waiting on PostgreSQL, it serves no answer. The sampler
-#                     costs under a twentieth of a core.
+#                     for calls, in a futex (its mailbox when idle, or a lock). A processor's
+#                     thread runs its calls and statements one after the other: waiting on
+#                     PostgreSQL, it serves no answer. The sampler costs under a twentieth of a
+#                     core.
 #
 # Prints its figures on a few lines; the work folder (logs, perf.data) is kept when BENCH_KEEP=1.
 set -euo pipefail
@@ -43,7 +44,7 @@ while [[ $# -gt 0 ]]; do
     --perf) PERF=1 ;;
     --threads) THREADS=1 ;;
     --set) EXTRA+=(--set "${2:?}"); shift ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "usage: bench/profile.sh [--orders N] [--concurrency C] [--latency MS] [--peer] [--perf] [--threads] [--set K=V]..." >&2; exit 2 ;;
   esac
   shift

@@ -15,7 +15,8 @@ report. Standard library only.
                                       listener) are doing, sampled every 10 ms; then one line per
                                       thread that worked: its share of samples running (on a CPU
                                       or waiting for one), waiting on PostgreSQL (libpq's poll),
-                                      waiting for calls (the call driver's epoll), on a lock
+                                      waiting for calls (the call driver's epoll), in a futex
+                                      (waiting for its mailbox when idle, or for a lock)
   bench.py pgbench-tps FILE           the tps figure of a pgbench output
   bench.py wake LEDGER COMMITS        commit -> first simulator request, as one JSON object
   bench.py report RAW JSON MD         aggregate raw.jsonl into latest.json and the Markdown table
@@ -938,7 +939,7 @@ def field(path, key):
 # The system calls a thread waits in: libpq waits for PostgreSQL's answers in poll(), the call
 # driver for the partners' in epoll (curl's own polls look at a socket without waiting).
 WAITS = {"7": "database", "271": "database", "232": "calls", "281": "calls", "441": "calls",
-         "202": "lock"}
+         "202": "futex"}
 
 
 def thread_states(pid):
@@ -973,7 +974,7 @@ def thread_states(pid):
             c = counts.setdefault(tid, {})
             c[state] = c.get(state, 0) + 1
         time.sleep(0.01)
-    kinds = ("running", "database", "calls", "lock", "other")
+    kinds = ("running", "database", "calls", "futex", "other")
     for tid, c in sorted(counts.items(), key=lambda kv: -kv[1].get("running", 0)):
         n = sum(c.values())
         if c.get("running", 0) < 0.05 * n:

@@ -119,12 +119,12 @@ if [[ "$PERF" == 1 ]]; then
   perf_pid=$!
 fi
 if [[ "$THREADS" == 1 && "$SYSTEM" == outboxd ]]; then
-  tool thread-states "$pid" >"$WORK/threads.txt" &
-  threads_pid=$!
+  "$PYTHON" "$BENCH/lib/bench.py" thread-states "$pid" >"$WORK/threads.txt" &
+  threads_pid=$! # python itself, not a subshell: the TERM below must reach it
 fi
 wait_drained "$SYSTEM"
 if [[ "$PERF" == 1 ]]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
-if [[ -n "${threads_pid:-}" ]]; then kill -TERM "$threads_pid"; wait "$threads_pid" || true; fi
+stop_pid "${threads_pid:-}" # it prints its summary on the way out
 poll_close
 sut=$(cpu_ticks "$pid") sim1=$(cpu_ticks "$SIM_PID") busy1=$(busy_ticks)
 sutsw=$(switches "$pid") simsw1=$(switches "$SIM_PID")

@@ -37,6 +37,7 @@ report. Standard library only.
 import json
 import math
 import os
+import platform
 import re
 import signal
 import socket
@@ -943,6 +944,8 @@ WAITS = {"7": "database", "271": "database", "232": "calls", "281": "calls", "44
 
 
 def thread_states(pid):
+    if platform.machine() != "x86_64":  # WAITS holds x86-64's system call numbers
+        sys.exit(f"bench.py thread-states: x86-64 only (this is {platform.machine()})")
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     counts, actors, listed = {}, [], 0.0
@@ -974,6 +977,9 @@ def thread_states(pid):
             c = counts.setdefault(tid, {})
             c[state] = c.get(state, 0) + 1
         time.sleep(0.01)
+    if not counts:
+        print(f"bench.py thread-states: no thread of {pid} sampled (none named caf.actor, or "
+              "/proc/<pid>/task/<tid>/syscall not readable)", file=sys.stderr)
     kinds = ("running", "database", "calls", "futex", "other")
     for tid, c in sorted(counts.items(), key=lambda kv: -kv[1].get("running", 0)):
         n = sum(c.values())

@@ -4,7 +4,7 @@
 // binary has, and the grace period covers its shutdown.
 //   node validate.mjs <deploy/kubernetes> <repository> <outboxd binary>
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -157,6 +157,7 @@ for (const { file, body } of byKind("Deployment")) {
     const effective = run({ ...filled, OUTBOXD_SERVER_HOST: "0.0.0.0" });
     if (effective.status !== 0) problem(where, `outboxd check-config refuses the ConfigMap: ${effective.stderr}`);
     const unedited = run({ ...secret.stringData, OUTBOXD_SERVER_HOST: "0.0.0.0" });
+    rmSync(work, { recursive: true, force: true });
     if (unedited.status !== 2 || !unedited.stderr.includes("auth.tokens"))
       problem("secret.yaml", `the placeholder token must be refused (exit 2 naming auth.tokens), got ${unedited.status}: ${unedited.stderr}`);
     if (effective.status === 0) {

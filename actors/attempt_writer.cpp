@@ -5,12 +5,13 @@
 #include "actors/statement_chunks.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace outboxd::actors {
 
 attempt_writer::attempt_writer(persistence::worker_connections& db, std::string who,
-                               call_driver& driver)
-    : db_(db), who_(std::move(who)), driver_(driver) {
+                               call_driver& driver, database_lane* lane)
+    : db_(db), who_(std::move(who)), driver_(driver), lane_(lane) {
   driver_.attach(this);
 }
 
@@ -37,6 +38,8 @@ std::vector<std::exception_ptr> attempt_writer::write(const std::vector<waiting>
 std::size_t attempt_writer::flush() {
   if (pending_.empty())
     return 0;
+  if (lane_)
+    return lane_->idle() && in_flight_.empty() ? send() : 0;
   auto batch = std::move(pending_);
   pending_.clear();
   auto errors = write(batch);
@@ -46,6 +49,50 @@ std::size_t attempt_writer::flush() {
     batch[i].run.resume();
   }
   return batch.size();
+}
+
+std::size_t attempt_writer::send() {
+  in_flight_ = take(persistence::outbox_repository::max_rows_per_insert);
+  std::vector<const persistence::attempt_row*> rows;
+  rows.reserve(in_flight_.size());
+  for (const auto& w : in_flight_)
+    rows.push_back(w.row);
+  try {
+    lane_->send(persistence::outbox_statements::attempts(rows),
+                [this](persistence::text_rows, std::exception_ptr error) { return landed(error); });
+  } catch (...) {
+    // Not sent: the runs learn it as they would from a statement that failed.
+    auto batch = std::exchange(in_flight_, {});
+    settle(batch, std::current_exception());
+    return batch.size();
+  }
+  return 0;
+}
+
+std::size_t attempt_writer::landed(std::exception_ptr error) {
+  auto batch = std::exchange(in_flight_, {});
+  std::vector<std::exception_ptr> errors(batch.size(), error);
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const pqxx::failure& e) {
+      if (!persistence::is_connection_loss(e))
+        errors = write(batch); // nothing of it committed: each row on its own tells the bad one
+    } catch (...) {
+    }
+  }
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    *batch[i].error = errors[i];
+    batch[i].run.resume();
+  }
+  return batch.size();
+}
+
+void attempt_writer::drop() {
+  pending_.clear();
+  if (!in_flight_.empty() && lane_)
+    lane_->drop();
+  in_flight_.clear();
 }
 
 std::vector<attempt_writer::waiting> attempt_writer::take(std::size_t most) {

@@ -1,9 +1,12 @@
 // The attempt rows of one processor's runs, written together: a run co_awaits record(row) and is
 // resumed once its row is committed; the call driver flushes what its runs handed over (one
-// multi-row INSERT, one transaction) each time it has resumed runs, before it waits on calls.
+// multi-row INSERT, one transaction) each time it has resumed runs, before it waits on calls. With
+// a database_lane the flush only sends the INSERT (one at a time), and the runs resume when the
+// driver reads its result.
 #pragma once
 
 #include "actors/call_driver.hpp"
+#include "actors/database_lane.hpp"
 #include "persistence/outbox_repository.hpp"
 #include "persistence/worker_connections.hpp"
 
@@ -16,8 +19,11 @@ namespace outboxd::actors {
 
 class attempt_writer final : public call_driver::batch {
 public:
-  /// Attaches itself to `driver` (which must outlive it); statements run on `db` under `who`.
-  attempt_writer(persistence::worker_connections& db, std::string who, call_driver& driver);
+  /// Attaches itself to `driver` (which must outlive it); statements run on `db` under `who`,
+  /// or, when given, on `lane` (which must outlive it), falling back to `db` to tell the rows
+  /// of a statement the database refused apart.
+  attempt_writer(persistence::worker_connections& db, std::string who, call_driver& driver,
+                 database_lane* lane = nullptr);
   ~attempt_writer() override;
   attempt_writer(const attempt_writer&) = delete;
   attempt_writer& operator=(const attempt_writer&) = delete;
@@ -44,7 +50,7 @@ public:
   std::size_t pending() const override { return pending_.size(); }
 
   std::size_t flush() override;
-  void drop() override { pending_.clear(); }
+  void drop() override;
 
   /// A row handed over, with the run waiting for it.
   struct waiting {
@@ -66,11 +72,17 @@ public:
 private:
   /// Writes `batch`'s rows; what failed them, per row (null when written).
   std::vector<std::exception_ptr> write(const std::vector<waiting>& batch);
+  /// Sends the oldest rows on the lane; how many runs it resumed (those of rows it could not send).
+  std::size_t send();
+  /// The lane's statement ended: its rows' runs go on (or, refused, are written on `db`).
+  std::size_t landed(std::exception_ptr error);
 
   persistence::worker_connections& db_;
   std::string who_;
   call_driver& driver_;
+  database_lane* lane_;
   std::vector<waiting> pending_;
+  std::vector<waiting> in_flight_; // on the lane
 };
 
 } // namespace outboxd::actors

@@ -95,6 +95,11 @@ public:
     batches_.erase(std::remove(batches_.begin(), batches_.end(), b), batches_.end());
   }
 
+  /// Waits on `fd` with the calls (see multi_caller::watch): `ready` resumes runs and says how
+  /// many.
+  void watch(int fd, std::function<std::size_t()> ready) { calls_.watch(fd, std::move(ready)); }
+  void unwatch(int fd) { calls_.unwatch(fd); }
+
   /// Runs started and not ended.
   std::size_t running() const { return runs_.size(); }
 

@@ -101,7 +101,9 @@ public:
   void process_next() {
     driving_ = false;
     if (stopping_) {
-      if (running_.empty())
+      // A claim in flight is waited for: what it took goes back at once, not when its leases
+      // expire.
+      if (running_.empty() && !claim_in_flight_)
         return finish_stop();
       if (clock::now() >= stop_deadline_) {
         if (!grace_)
@@ -114,7 +116,7 @@ public:
       if (claim_now())
         start_runs();
     }
-    if (running_.empty()) {
+    if (running_.empty() && !claim_in_flight_) {
       // Everything claimed ended at once (held back, nothing to deliver): claim again, as after
       // a batch. Otherwise idle: a wake-up or a timer brings the next claim.
       if (!stopping_ && claim_wanted_ && !backoff_until_ && !ctx_->stopping)
@@ -215,7 +217,7 @@ private:
   /// Otherwise, and before its runs were timed, the processor claims what its free slots take,
   /// as soon as one is free. True when something was claimed.
   bool claim_now() {
-    if (!claim_wanted_ || ctx_->stopping || backoff_until_)
+    if (!claim_wanted_ || ctx_->stopping || backoff_until_ || claim_in_flight_)
       return false;
     const bool quick = run_time_ && *run_time_ / cap_ < quick_slots;
     const int batch = cap_ > 1 && quick ? std::max(2, cap_ / 4) : 1;
@@ -223,26 +225,54 @@ private:
     const int room = cap_ + ahead - static_cast<int>(running_.size() + queue_.size());
     if (room <= 0 || (!running_.empty() && room < batch))
       return false;
+    const auto started = clock::now();
+    const bool idle = running_.empty() && queue_.empty();
     bool got = false;
     guarded([&] {
-      const auto started = clock::now();
-      const bool idle = running_.empty() && queue_.empty();
-      auto claimed = work_.claim(room);
-      metrics::global().claim_seconds.observe(
-          {{"queue", Work::queue}}, std::chrono::duration<double>(clock::now() - started).count());
-      work_.claimed(claimed, idle && static_cast<int>(claimed.size()) == room);
-      if (claimed.empty()) {
-        claim_wanted_ = false;
-        const auto poll = ctx_->settings.outbox.poll_interval;
-        auto next = work_.next_due_in();
-        schedule(next ? std::min(*next + std::chrono::milliseconds(1), poll) : poll);
-        return;
-      }
-      queue_.insert(queue_.end(), std::make_move_iterator(claimed.begin()),
-                    std::make_move_iterator(claimed.end()));
-      got = true;
+      // Sent without waiting when the work can (its runs go on meanwhile; landed() starts the
+      // claimed ones), else made here.
+      claim_in_flight_ = work_.claim_async(
+          room, [this, started, idle, room](std::vector<item> claimed, std::exception_ptr error) {
+            claim_in_flight_ = false;
+            if (error) {
+              guarded([&] { std::rethrow_exception(error); });
+              return std::size_t{0};
+            }
+            const auto n = claimed.size();
+            if (!landed(std::move(claimed), started, idle, room))
+              return std::size_t{0};
+            start_runs();
+            return n;
+          });
+      if (!claim_in_flight_)
+        got = landed(work_.claim(room), started, idle, room);
     });
     return got;
+  }
+
+  /// A claim of `room` made at `started` came back: queued, or handed back when the stop began
+  /// meanwhile; with nothing claimed, the next claim waits for a wake-up or the next due item.
+  /// True when something was queued.
+  bool landed(std::vector<item> claimed, clock::time_point started, bool idle, int room) {
+    metrics::global().claim_seconds.observe(
+        {{"queue", Work::queue}}, std::chrono::duration<double>(clock::now() - started).count());
+    if (stopping_ || ctx_->stopping) {
+      queue_.insert(queue_.end(), std::make_move_iterator(claimed.begin()),
+                    std::make_move_iterator(claimed.end()));
+      guarded([&] { hand_back([](const item&) { return true; }, "at the stop"); });
+      return false;
+    }
+    work_.claimed(claimed, idle && static_cast<int>(claimed.size()) == room);
+    if (claimed.empty()) {
+      claim_wanted_ = false;
+      const auto poll = ctx_->settings.outbox.poll_interval;
+      auto next = work_.next_due_in();
+      schedule(next ? std::min(*next + std::chrono::milliseconds(1), poll) : poll);
+      return false;
+    }
+    queue_.insert(queue_.end(), std::make_move_iterator(claimed.begin()),
+                  std::make_move_iterator(claimed.end()));
+    return true;
   }
 
   /// Adds an ended run's time (from its start) to the moving average.
@@ -370,6 +400,7 @@ private:
   bool claim_wanted_ = true;
   bool claim_ahead_ = true; // false from a stale claim's release until a run ends
   bool driving_ = false;    // a process message is on its way
+  bool claim_in_flight_ = false;
   bool stopping_ = false;
   clock::time_point stop_deadline_;
   std::optional<std::chrono::milliseconds> grace_; // unused yet: the calls were not abandoned

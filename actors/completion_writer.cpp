@@ -7,14 +7,17 @@
 
 #include <map>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
 
 namespace outboxd::actors {
 
 completion_writer::completion_writer(persistence::worker_connections& db, std::string who,
-                                     call_driver& driver, attempt_writer* rows)
-    : db_(db), who_(std::move(who)), driver_(driver), rows_(rows) {
+                                     call_driver& driver, attempt_writer* rows, database_lane* lane,
+                                     persistence::hooks_by_type hooks)
+    : db_(db), who_(std::move(who)), driver_(driver), rows_(rows), lane_(lane),
+      statements_(std::move(hooks)) {
   driver_.attach(this, true);
 }
 
@@ -75,6 +78,91 @@ std::size_t completion_writer::write(const std::vector<waiting*>& group,
   return settled;
 }
 
+std::size_t completion_writer::send(bool ride) {
+  const auto& first = *pending_.front();
+  auto same = [&](const waiting* w) {
+    return w->event->aggregate_type == first.event->aggregate_type && w->outcome == first.outcome &&
+           *w->reason == *first.reason;
+  };
+  std::vector<waiting*> rest;
+  for (auto* w : pending_)
+    (same(w) && in_flight_.size() < persistence::outbox_repository::max_rows_per_insert ? in_flight_
+                                                                                        : rest)
+        .push_back(w);
+  pending_ = std::move(rest);
+  if (ride)
+    riding_ = rows_->take(ride_limit);
+  std::vector<persistence::outbox_repository::completion> events;
+  for (auto* w : in_flight_)
+    events.push_back({w->event, w->last_attempt});
+  std::vector<const persistence::attempt_row*> rows;
+  for (const auto& r : riding_)
+    rows.push_back(r.row);
+  try {
+    lane_->send(statements_.completions(first.event->aggregate_type, first.outcome, *first.reason,
+                                        events, rows),
+                [this](persistence::text_rows result, std::exception_ptr error) {
+                  return landed(result, error);
+                });
+  } catch (...) {
+    return landed({}, std::current_exception()); // not sent: as a statement that failed
+  }
+  return 0;
+}
+
+std::size_t completion_writer::landed(const persistence::text_rows& result,
+                                      std::exception_ptr error) {
+  auto batch = std::exchange(in_flight_, {});
+  auto riding = std::exchange(riding_, {});
+  std::size_t resumed = batch.size();
+  bool lost = false;
+  if (error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const pqxx::failure& e) {
+      lost = persistence::is_connection_loss(e);
+    } catch (...) {
+      lost = true;
+    }
+  }
+  if (!error) {
+    std::vector<std::int64_t> ids;
+    for (const auto& r : result)
+      ids.push_back(std::stoll(*r[0]));
+    std::vector<persistence::outbox_repository::completion> events;
+    for (auto* w : batch)
+      events.push_back({w->event, w->last_attempt});
+    auto done = persistence::outbox_statements::completed(ids, events);
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      batch[i]->completed = done[i];
+    attempt_writer::settle(riding, nullptr);
+    resumed += riding.size();
+  } else if (lost) {
+    for (auto* w : batch)
+      w->error = error;
+    attempt_writer::settle(riding, error);
+    resumed += riding.size();
+  } else {
+    // Refused, nothing of it committed: the riders wait for their own statement, the
+    // completions are written on a borrowed connection, each on its own when they fail together.
+    if (!riding.empty())
+      rows_->give_back(std::move(riding));
+    std::vector<attempt_writer::waiting> none;
+    write(batch, none);
+  }
+  for (auto* w : batch)
+    w->run.resume();
+  return resumed;
+}
+
+void completion_writer::drop() {
+  pending_.clear();
+  if ((!in_flight_.empty() || !riding_.empty()) && lane_)
+    lane_->drop();
+  in_flight_.clear();
+  riding_.clear();
+}
+
 std::size_t completion_writer::flush() {
   if (pending_.empty())
     return 0;
@@ -85,6 +173,8 @@ std::size_t completion_writer::flush() {
   const bool ride = rows_ && pending_.size() <= ride_limit && driver_.calls_are_fast();
   if (!ride && rows_ && rows_->pending() > 0)
     return 0;
+  if (lane_)
+    return lane_->idle() && in_flight_.empty() ? send(ride) : 0;
   auto batch = std::move(pending_);
   pending_.clear();
   std::vector<attempt_writer::waiting> riders;

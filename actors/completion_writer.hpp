@@ -6,7 +6,9 @@
 // on the first of those statements: one round trip and one commit where there were two (the
 // driver flushes this writer before the rows' own). With slow calls they do not, and go first:
 // a row's own statement commits without waiting for the disk, so its run calls again sooner (its
-// call goes out before the completions' statement), and the thread has time to spare.
+// call goes out before the completions' statement), and the thread has time to spare. With a
+// database_lane the flush only sends the statement (one kind at a time), and the runs resume when
+// the driver reads its result.
 #pragma once
 
 #include "actors/attempt_writer.hpp"
@@ -29,7 +31,8 @@ public:
   /// (attached to the same driver, outliving this writer), some of whose rows ride on the
   /// completions' statements.
   completion_writer(persistence::worker_connections& db, std::string who, call_driver& driver,
-                    attempt_writer* rows = nullptr);
+                    attempt_writer* rows = nullptr, database_lane* lane = nullptr,
+                    persistence::hooks_by_type hooks = {});
   ~completion_writer() override;
   completion_writer(const completion_writer&) = delete;
   completion_writer& operator=(const completion_writer&) = delete;
@@ -61,7 +64,7 @@ public:
   std::size_t pending() const override { return pending_.size(); }
 
   std::size_t flush() override;
-  void drop() override { pending_.clear(); }
+  void drop() override;
 
 private:
   struct waiting {
@@ -78,6 +81,13 @@ private:
   std::size_t write(const std::vector<waiting*>& group,
                     std::vector<attempt_writer::waiting>& riders);
 
+  /// Sends the oldest completions of one kind (with riders when `ride`) on the lane; how many
+  /// runs it resumed (those it could not send).
+  std::size_t send(bool ride);
+  /// The lane's statement ended (`rows`: the ids completed): resumes its runs and riders, as
+  /// write() would have; a refused statement is written again by write(), without its riders.
+  std::size_t landed(const persistence::text_rows& rows, std::exception_ptr error);
+
   /// Rows ride only on a flush of at most this many completions, at most this many of them: the
   /// statements prepared per connection stay few (one per number of events and rows), and a
   /// large flush of rows is a statement of its own anyway.
@@ -87,7 +97,11 @@ private:
   std::string who_;
   call_driver& driver_;
   attempt_writer* rows_;
+  database_lane* lane_;
+  persistence::outbox_statements statements_;
   std::vector<waiting*> pending_; // in the runs' awaiters
+  std::vector<waiting*> in_flight_;
+  std::vector<attempt_writer::waiting> riding_;
 };
 
 } // namespace outboxd::actors

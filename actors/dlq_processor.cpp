@@ -31,6 +31,7 @@ public:
 
   /// What fits (the cap is 1: one dead letter, compensated before the next claim). A batch
   /// would wait in the queue for its turn while its leases ran out.
+  template <class Done> bool claim_async(int, Done) { return false; }
   std::vector<item> claim(int room) {
     return repo()->claim(ctx_->lease_owner(tag_), room, ctx_->settings.outbox.lease_timeout);
   }

@@ -19,6 +19,12 @@ namespace outboxd::actors {
 /// again later, spending no retry.
 inline constexpr std::chrono::milliseconds max_worker_lock_wait{1000};
 
+/// How many connections of its own each outbox processor holds, out of outbox.connections: 3
+/// when there are that many per processor and, to share, one more per processor and one for the
+/// janitor, and it runs from 2 to 16 calls at a time; otherwise 0 (its statements borrow a shared
+/// connection and its thread waits).
+int own_connections(const conf::outbox_settings& o);
+
 /// database.lockTimeout for the workers' sessions, at most max_worker_lock_wait.
 std::chrono::milliseconds worker_lock_timeout(const conf::database_settings& d);
 

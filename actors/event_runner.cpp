@@ -97,9 +97,18 @@ void fill_response(persistence::attempt_row& row, const client::call_result& r,
 
 } // namespace
 
-event_runner::event_runner(const engine_context& ctx, std::string actor_name, call_driver& driver)
-    : ctx_(ctx), name_(std::move(actor_name)), driver_(driver), rows_(*ctx_.db, name_, driver),
-      completions_(*ctx_.db, name_, driver, &rows_), rng_(std::random_device{}()) {}
+event_runner::event_runner(const engine_context& ctx, std::string actor_name, call_driver& driver,
+                           int own_connections)
+    : ctx_(ctx), name_(std::move(actor_name)), driver_(driver),
+      lane_(own_connections > 0
+                ? std::make_unique<database_lane>(driver, ctx_.conninfo(name_ + "-own"),
+                                                  ctx_.db->setup() + "; " +
+                                                      persistence::outbox_statements::lane_setup,
+                                                  own_connections)
+                : nullptr),
+      rows_(*ctx_.db, name_, driver, lane_.get()),
+      completions_(*ctx_.db, name_, driver, &rows_, lane_.get(), ctx_.hooks),
+      rng_(std::random_device{}()) {}
 
 domain::retry_budget event_runner::budget(domain::run_kind run,
                                           const std::string& destination) const {

@@ -8,6 +8,7 @@
 #include "actors/attempt_writer.hpp"
 #include "actors/call_driver.hpp"
 #include "actors/completion_writer.hpp"
+#include "actors/database_lane.hpp"
 #include "actors/destination_gates.hpp"
 #include "actors/messages.hpp"
 #include "actors/task.hpp"
@@ -108,7 +109,10 @@ class event_runner {
 public:
   /// `actor_name` tags the log lines (e.g. "outbox-processor-2"); calls and waits go through
   /// `driver`, which must outlive the runner.
-  event_runner(const engine_context& ctx, std::string actor_name, call_driver& driver);
+  /// `own_connections` (0 for none): connections of its own on which the attempt rows and the
+  /// completions go out without the thread waiting for them (database_lane).
+  event_runner(const engine_context& ctx, std::string actor_name, call_driver& driver,
+               int own_connections = 0);
 
   /// Runs a claimed outbox event and completes, retries, dead-letters or releases it. A database
   /// error other than a lost connection (the database refusing a statement) fails the run
@@ -128,6 +132,9 @@ public:
   void carry_out(const persistence::claimed_event& e, const domain::next_step& next,
                  const std::string& error, bool retry_after_given, bool made_call = true,
                  const std::string& failed_step = {});
+
+  /// The runner's database lane, if it has one.
+  database_lane* lane() { return lane_.get(); }
 
   /// Whether event type `event_type` is a cancellation ("!<type>").
   static bool is_cancellation(const std::string& event_type) {
@@ -228,6 +235,7 @@ private:
   const engine_context& ctx_;
   std::string name_;
   call_driver& driver_;
+  std::unique_ptr<database_lane> lane_; // null: statements on borrowed connections
   attempt_writer rows_;
   completion_writer completions_;
   std::mt19937_64 rng_;

@@ -74,8 +74,11 @@ struct engine_context {
   /// sees which replica holds an event.
   std::string lease_owner(const std::string& tag) const { return tag + "@" + instance; }
   persistence::hooks_by_type hooks;
-  /// The connections the workers share (outbox.connections of them).
+  /// The connections the workers share: outbox.connections, less the processors' own.
   std::unique_ptr<persistence::worker_connections> db;
+  /// Connections each outbox processor holds for its runs' claims, attempt rows and completions,
+  /// sent without waiting for them (0: they borrow from `db` and wait; see own_connections()).
+  int own_connections = 0;
   /// Each destination's circuit breaker and limits, shared by every worker of the process.
   std::unique_ptr<destination_gates> gates;
   /// Set once shutdown begins: workers stop between calls and hand their claims back.

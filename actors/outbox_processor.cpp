@@ -27,7 +27,7 @@ public:
               caf::actor supervisor, call_driver& driver)
       : self_(self), ctx_(std::move(ctx)), index_(index), tag_(std::move(tag)),
         supervisor_(std::move(supervisor)), claim_size_(sizing().base()),
-        runner_(std::make_unique<event_runner>(*ctx_, tag_, driver)) {}
+        runner_(std::make_unique<event_runner>(*ctx_, tag_, driver, ctx_->own_connections)) {}
 
   std::vector<item> claim(int room) {
     const auto& s = ctx_->settings.outbox;
@@ -42,6 +42,23 @@ public:
     claimed_ = claimed.size();
     claimed_at_ = now;
     return claimed;
+  }
+
+  /// Sends the claim without waiting for it when the runner has a lane free; false otherwise.
+  template <class Done> bool claim_async(int room, Done done) {
+    const auto& s = ctx_->settings.outbox;
+    auto* lane = runner_->lane();
+    if (s.calls_in_flight <= 1 || !lane || !lane->idle())
+      return false;
+    lane->send(
+        persistence::outbox_statements::claim(ctx_->lease_owner(tag_), room, s.lease_timeout),
+        [done = std::move(done), sent = std::chrono::steady_clock::now()](
+            persistence::text_rows rows, std::exception_ptr error) mutable {
+          if (error)
+            return done({}, error);
+          return done(persistence::outbox_statements::claimed(rows, sent), nullptr);
+        });
+    return true;
   }
 
   void claimed(const std::vector<item>& claimed, bool more) {
@@ -134,9 +151,10 @@ caf::behavior outbox_processor(processor* self, context_ptr ctx, int index, caf:
     self->delayed_send(self, delay, restart_atom::value);
   });
   start_dlq_child(self);
-  log::info(st.tag, "started (calls in flight {}, batch {}, lease {}ms)",
+  log::info(st.tag,
+            "started (calls in flight {}, batch {}, lease {}ms, {} connection(s) of its own)",
             st.ctx->settings.outbox.calls_in_flight, st.ctx->settings.outbox.batch_size,
-            st.ctx->settings.outbox.lease_timeout.count());
+            st.ctx->settings.outbox.lease_timeout.count(), st.ctx->own_connections);
   self->send(self, wake_atom::value);
   return {
       [self](wake_atom) { self->state.loop->claim(); },

@@ -204,6 +204,7 @@ std::size_t multi_caller::run(std::chrono::microseconds max_wait) {
     auto more = collect();
     std::move(more.begin(), more.end(), std::back_inserter(finished));
   }
+  std::size_t others = 0; // what the watched sockets' callbacks finished
   if (finished.empty()) {
     auto wait = max_wait;
     if (timeout_ != clock::time_point::max())
@@ -213,6 +214,11 @@ std::size_t multi_caller::run(std::chrono::microseconds max_wait) {
     int n = wait_for_sockets(epoll_fd_, events, 64, wait);
     for (int i = 0; i < n; ++i) {
       auto e = events[i].events;
+      if (auto w = watched_.find(events[i].data.fd); w != watched_.end()) {
+        auto ready = w->second; // it may unwatch its socket
+        others += ready();
+        continue;
+      }
       act(events[i].data.fd, ((e & (EPOLLIN | EPOLLHUP | EPOLLERR)) ? CURL_CSELECT_IN : 0) |
                                  ((e & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
                                  ((e & EPOLLERR) ? CURL_CSELECT_ERR : 0));
@@ -226,7 +232,21 @@ std::size_t multi_caller::run(std::chrono::microseconds max_wait) {
   for (auto& [done, result] : finished)
     if (done)
       done(std::move(result));
-  return finished.size();
+  return finished.size() + others;
+}
+
+void multi_caller::watch(int fd, std::function<std::size_t()> ready) {
+  epoll_event e{};
+  e.events = EPOLLIN;
+  e.data.fd = fd;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e) != 0)
+    throw std::runtime_error(std::string("cannot wait on socket: ") + std::strerror(errno));
+  watched_[fd] = std::move(ready);
+}
+
+void multi_caller::unwatch(int fd) {
+  if (watched_.erase(fd))
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
 }
 
 void multi_caller::send() {

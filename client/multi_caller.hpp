@@ -43,6 +43,12 @@ public:
   /// waiting or handing out results, so that they do not wait for the thread's next run().
   void send();
 
+  /// Waits on `fd` (for reading) with the calls' sockets: run() calls `ready` when it is readable
+  /// and counts what `ready` returns among the calls that finished. One callback per fd.
+  void watch(int fd, std::function<std::size_t()> ready);
+  /// Stops waiting on `fd` (before it is closed).
+  void unwatch(int fd);
+
   /// Calls started and not yet handed to their completion.
   std::size_t in_flight() const { return running_.size() + ready_.size(); }
 
@@ -78,6 +84,7 @@ private:
   void* share_;                                          // CURLSH*: DNS answers and TLS sessions
   std::map<void*, std::unique_ptr<running>> running_;    // by CURL*
   std::vector<void*> spare_;                             // CURL*s of finished calls, reset
+  std::map<int, std::function<std::size_t()>> watched_;  // other sockets, by fd
   /// Calls that ended before reaching curl (a request that cannot be made), delivered by run().
   std::vector<std::pair<completion, call_result>> ready_;
 };

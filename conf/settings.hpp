@@ -56,7 +56,10 @@ struct outbox_settings {
   bool enabled = true;     // false: intake and API only, no processors in this process
   int pool_size = 3;       // processors: one thread each, each with its dead-letter child
   int calls_in_flight = 4; // runs (and so calls) in flight per processor
-  int connections = 8; // database connections shared by the processors, their children, the janitor
+  // Database connections of the processors, their children and the janitor: three of each
+  // processor's own when there are at least 4 x pool_size + 1 (actors::own_connections), the rest
+  // shared.
+  int connections = 13;
   int batch_size = 100;
   milliseconds poll_interval{2000};
   bool use_listen_notify = true;

@@ -109,11 +109,13 @@ dlq_repository::dlq_repository(pqxx::connection& conn, hooks_by_type hooks)
 
 std::vector<claimed_dead_letter> dlq_repository::claim(const std::string& owner, int limit,
                                                        std::chrono::milliseconds lease) {
+  // The lease runs from the database's clock at the claim, which is after this (see
+  // outbox_repository::claim).
+  const auto now = std::chrono::steady_clock::now();
   pqxx::work tx(conn_);
   auto rows = claim_.run(tx, limit, owner, lease);
   tx.commit();
   std::vector<claimed_dead_letter> out;
-  auto now = std::chrono::steady_clock::now();
   for (const auto& r : rows)
     out.push_back(
         {r[0].as<std::int64_t>(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>(),

@@ -229,9 +229,6 @@ std::optional<std::string> bytea_param(const std::optional<std::string>& bytes) 
   return out;
 }
 
-/// A statement parameter in text form; nullopt is NULL.
-using param = std::optional<std::string>;
-
 template <class T> param to_param(const std::optional<T>& v) {
   return v ? param(pqxx::to_string(*v)) : std::nullopt;
 }
@@ -310,10 +307,14 @@ outbox_repository::outbox_repository(pqxx::connection& conn, hooks_by_type hooks
 
 std::vector<claimed_event> outbox_repository::claim(const std::string& owner, int limit,
                                                     std::chrono::milliseconds lease) {
+  // The lease runs from the database's clock at the claim, which is after this: a run that counted
+  // it from the claim's return would think it had the time the statement took (a second waiting
+  // for a lock, a starved backend) more than it has, skip a renewal its call needed, and lose the
+  // event to the reaper while still calling.
+  const auto now = std::chrono::steady_clock::now();
   pqxx::nontransaction tx(conn_);
   auto rows = claim_.run(tx, limit, owner, lease);
   std::vector<claimed_event> out;
-  auto now = std::chrono::steady_clock::now();
   for (const auto& r : rows) {
     out.push_back(to_claimed(r));
     out.back().claimed_at = now;
@@ -333,16 +334,11 @@ void outbox_repository::record_attempt(const attempt_row& row) {
 void outbox_repository::record_attempts(const std::vector<const attempt_row*>& rows) {
   for (std::size_t first = 0; first < rows.size(); first += max_rows_per_insert) {
     const auto count = std::min(max_rows_per_insert, rows.size() - first);
-    auto key = fmt::format("outbox_record_attempts:{}", count);
-    if (prepared_.insert(key).second)
-      conn_.prepare(key,
-                    fmt::format("{} RETURNING {}", insert_attempt_sql(1, count), async_commit));
-    std::vector<param> params;
-    params.reserve(count * attempt_columns_count);
-    for (std::size_t i = first; i < first + count; ++i)
-      add_attempt_params(params, *rows[i]);
+    auto s =
+        outbox_statements::attempts({rows.begin() + static_cast<std::ptrdiff_t>(first),
+                                     rows.begin() + static_cast<std::ptrdiff_t>(first + count)});
     pqxx::nontransaction tx(conn_);
-    tx.exec_prepared(key, pqxx::prepare::make_dynamic_params(params));
+    tx.exec_prepared(prepared(s), pqxx::prepare::make_dynamic_params(s.params));
   }
 }
 
@@ -429,23 +425,42 @@ bool outbox_repository::extend_lease(const claimed_event& e, std::chrono::millis
   return r.affected_rows() == 1;
 }
 
+namespace {
+
+/// The statement outbox_repository::finishing() names and prepares.
+bound_statement finishing_statement(const hooks_by_type& hooks, const std::string& kind,
+                                    const std::string& done_sql, const std::string& aggregate_type,
+                                    std::optional<domain::engine_outcome> outcome, int reason_param,
+                                    int attempt_param, std::size_t attempt_rows,
+                                    const char* answer) {
+  bound_statement out;
+  out.name =
+      fmt::format("outbox_{}:{}:{}:{}", kind, aggregate_type,
+                  outcome ? static_cast<int>(*outcome) : -1, attempt_param ? attempt_rows : 0);
+  out.sql =
+      done_sql + transition_ctes(hooks_of(hooks, aggregate_type), outcome, "done", reason_param);
+  if (attempt_param && attempt_rows)
+    out.sql += ", attempt AS (" + insert_attempt_sql(attempt_param, attempt_rows) + ")";
+  out.sql = fmt::format("{} SELECT {} FROM done", out.sql, answer);
+  return out;
+}
+
+} // namespace
+
 const std::string& outbox_repository::finishing(const std::string& kind,
                                                 const std::string& done_sql,
                                                 const std::string& aggregate_type,
                                                 std::optional<domain::engine_outcome> outcome,
                                                 int reason_param, int attempt_param,
                                                 std::size_t attempt_rows, const char* answer) {
-  auto key =
-      fmt::format("outbox_{}:{}:{}:{}", kind, aggregate_type,
-                  outcome ? static_cast<int>(*outcome) : -1, attempt_param ? attempt_rows : 0);
-  auto [it, added] = prepared_.insert(key);
-  if (added) {
-    auto sql =
-        done_sql + transition_ctes(hooks_of(hooks_, aggregate_type), outcome, "done", reason_param);
-    if (attempt_param && attempt_rows)
-      sql += ", attempt AS (" + insert_attempt_sql(attempt_param, attempt_rows) + ")";
-    conn_.prepare(key, fmt::format("{} SELECT {} FROM done", sql, answer));
-  }
+  return prepared(finishing_statement(hooks_, kind, done_sql, aggregate_type, outcome, reason_param,
+                                      attempt_param, attempt_rows, answer));
+}
+
+const std::string& outbox_repository::prepared(const bound_statement& s) {
+  auto [it, added] = prepared_.insert(s.name);
+  if (added)
+    conn_.prepare(s.name, s.sql);
   return *it;
 }
 
@@ -462,39 +477,20 @@ std::vector<bool> outbox_repository::complete_all(const std::string& aggregate_t
                                                   const std::vector<const attempt_row*>& riders) {
   std::vector<bool> out;
   out.reserve(events.size());
+  const outbox_statements statements(hooks_);
   for (std::size_t first = 0; first < events.size(); first += max_rows_per_insert) {
     const auto count = std::min(max_rows_per_insert, events.size() - first);
-    // $1 is the reason, then (id, token) per event, then the attempt rows.
-    std::vector<param> params{reason};
-    std::string pairs;
-    for (std::size_t i = first; i < first + count; ++i) {
-      const auto& e = *events[i].event;
-      pairs += fmt::format("{}(${}::bigint, ${}::bigint)", pairs.empty() ? "" : ", ",
-                           params.size() + 1, params.size() + 2);
-      params.push_back(to_param(e.id));
-      params.push_back(to_param(e.lease_token));
-    }
-    const int first_row = static_cast<int>(params.size()) + 1;
-    std::size_t rows = 0;
-    for (std::size_t i = first; i < first + count; ++i)
-      if (events[i].last_attempt) {
-        add_attempt_params(params, *events[i].last_attempt);
-        ++rows;
-      }
-    if (first == 0)
-      for (const auto* row : riders) {
-        add_attempt_params(params, *row);
-        ++rows;
-      }
-    const auto& statement =
-        finishing(fmt::format("complete{}", count), fmt::format(complete_sql, pairs),
-                  aggregate_type, outcome, 1, rows ? first_row : 0, rows, "id");
+    const std::vector<completion> part(events.begin() + static_cast<std::ptrdiff_t>(first),
+                                       events.begin() + static_cast<std::ptrdiff_t>(first + count));
+    auto s = statements.completions(aggregate_type, outcome, reason, part,
+                                    first == 0 ? riders : std::vector<const attempt_row*>{});
     pqxx::nontransaction tx(conn_);
-    std::set<std::int64_t> completed;
-    for (const auto& r : tx.exec_prepared(statement, pqxx::prepare::make_dynamic_params(params)))
-      completed.insert(r[0].as<std::int64_t>());
-    for (std::size_t i = first; i < first + count; ++i)
-      out.push_back(completed.count(events[i].event->id) > 0);
+    std::vector<std::int64_t> ids;
+    for (const auto& r :
+         tx.exec_prepared(prepared(s), pqxx::prepare::make_dynamic_params(s.params)))
+      ids.push_back(r[0].as<std::int64_t>());
+    auto done = outbox_statements::completed(ids, part);
+    out.insert(out.end(), done.begin(), done.end());
   }
   return out;
 }
@@ -631,5 +627,95 @@ std::optional<std::chrono::milliseconds> outbox_repository::next_due_in() {
     return std::nullopt;
   return std::chrono::milliseconds(std::max<long long>(0, r[0].as<long long>()));
 }
+
+outbox_statements::outbox_statements(hooks_by_type hooks) : hooks_(std::move(hooks)) {}
+
+bound_statement outbox_statements::attempts(const std::vector<const attempt_row*>& rows) {
+  bound_statement s;
+  s.name = fmt::format("outbox_record_attempts:{}", rows.size());
+  s.sql = fmt::format("{} RETURNING {}", insert_attempt_sql(1, rows.size()), async_commit);
+  s.params.reserve(rows.size() * attempt_columns_count);
+  for (const auto* row : rows)
+    add_attempt_params(s.params, *row);
+  return s;
+}
+
+bound_statement outbox_statements::completions(
+    const std::string& aggregate_type, std::optional<domain::engine_outcome> outcome,
+    const std::string& reason, const std::vector<outbox_repository::completion>& events,
+    const std::vector<const attempt_row*>& riders) const {
+  // $1 is the reason, then (id, token) per event, then the attempt rows.
+  std::vector<param> params{reason};
+  std::string pairs;
+  for (const auto& c : events) {
+    pairs += fmt::format("{}(${}::bigint, ${}::bigint)", pairs.empty() ? "" : ", ",
+                         params.size() + 1, params.size() + 2);
+    params.push_back(to_param(c.event->id));
+    params.push_back(to_param(c.event->lease_token));
+  }
+  const int first_row = static_cast<int>(params.size()) + 1;
+  std::size_t rows = 0;
+  for (const auto& c : events)
+    if (c.last_attempt) {
+      add_attempt_params(params, *c.last_attempt);
+      ++rows;
+    }
+  for (const auto* row : riders) {
+    add_attempt_params(params, *row);
+    ++rows;
+  }
+  auto s = finishing_statement(hooks_, fmt::format("complete{}", events.size()),
+                               fmt::format(complete_sql, pairs), aggregate_type, outcome, 1,
+                               rows ? first_row : 0, rows, "id");
+  s.params = std::move(params);
+  return s;
+}
+
+std::vector<bool>
+outbox_statements::completed(const std::vector<std::int64_t>& ids,
+                             const std::vector<outbox_repository::completion>& events) {
+  std::vector<bool> out;
+  out.reserve(events.size());
+  for (const auto& c : events)
+    out.push_back(std::find(ids.begin(), ids.end(), c.event->id) != ids.end());
+  return out;
+}
+
+bound_statement outbox_statements::claim(const std::string& owner, int limit,
+                                         std::chrono::milliseconds lease) {
+  return {"outbox_claim_lane",
+          fmt::format("{}, {}", claim_walk_sql("outbox_events", 'e', claim_tests, claim_returns),
+                      async_commit),
+          {std::to_string(limit), owner, std::to_string(lease.count())}};
+}
+
+std::vector<claimed_event> outbox_statements::claimed(const text_rows& rows,
+                                                      std::chrono::steady_clock::time_point sent) {
+  std::vector<claimed_event> out;
+  for (const auto& r : rows) {
+    claimed_event e;
+    e.id = std::stoll(*r[0]);
+    e.lease_token = std::stoll(*r[1]);
+    e.aggregate_type = *r[2];
+    e.aggregate_id = *r[3];
+    e.event_type = *r[4];
+    e.payloads_json = *r[5];
+    e.attempts = std::stoi(*r[6]);
+    e.has_results = *r[7] == "t";
+    e.failing_for = std::chrono::milliseconds(r[8] ? std::max(0LL, std::stoll(*r[8])) : 0);
+    e.claimed_at = sent;
+    e.held_before = *r[9] == "t";
+    e.last_error = r[10];
+    out.push_back(std::move(e));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const claimed_event& a, const claimed_event& b) { return a.id < b.id; });
+  return out;
+}
+
+const char* const outbox_statements::lane_setup =
+    "SET enable_seqscan = off; SET enable_sort = off; SET enable_hashjoin = off; "
+    "SET enable_mergejoin = off; SET enable_bitmapscan = off; SET jit = off; "
+    "SET plan_cache_mode = force_generic_plan";
 
 } // namespace outboxd::persistence

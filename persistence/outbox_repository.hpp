@@ -8,6 +8,7 @@
 #include "domain/outbox.hpp"
 #include "persistence/aggregate_hooks.hpp"
 #include "persistence/claim_walk.hpp"
+#include "persistence/statement_lane.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -204,6 +205,8 @@ private:
   /// $`reason_param` as reason and, when `attempt_param` is not 0, the insert of `attempt_rows`
   /// attempt rows from the parameters starting there; it answers `answer` over `done`. Prepared
   /// on first use, named by `kind` (which must tell apart the done_sql it is used with).
+  /// The name of `s`, prepared on this connection at its first use.
+  const std::string& prepared(const bound_statement& s);
   const std::string& finishing(const std::string& kind, const std::string& done_sql,
                                const std::string& aggregate_type,
                                std::optional<domain::engine_outcome> outcome, int reason_param,
@@ -219,6 +222,37 @@ private:
   hooks_by_type hooks_;
   claim_statement claim_;
   std::set<std::string> prepared_; // names of the statements prepared on first use
+};
+
+/// The statements that record_attempts() and complete_all() run, for a statement_lane: one
+/// statement each (at most outbox_repository::max_rows_per_insert events or rows).
+class outbox_statements {
+public:
+  explicit outbox_statements(hooks_by_type hooks);
+  /// Inserts `rows` (committed without waiting for the WAL flush).
+  static bound_statement attempts(const std::vector<const attempt_row*>& rows);
+  /// Completes `events` as complete_all() does, with `riders`; its rows are the ids completed.
+  bound_statement completions(const std::string& aggregate_type,
+                              std::optional<domain::engine_outcome> outcome,
+                              const std::string& reason,
+                              const std::vector<outbox_repository::completion>& events,
+                              const std::vector<const attempt_row*>& riders) const;
+  /// Per event, in order, whether `ids` (a completions statement's rows) has it.
+  static std::vector<bool> completed(const std::vector<std::int64_t>& ids,
+                                     const std::vector<outbox_repository::completion>& events);
+
+  /// A claim as outbox_repository::claim() makes it, on a connection set up with lane_setup.
+  static bound_statement claim(const std::string& owner, int limit,
+                               std::chrono::milliseconds lease);
+  /// The events a claim's rows hold, by id; `sent` is when the claim was sent (their leases run
+  /// from a moment after it).
+  static std::vector<claimed_event> claimed(const text_rows& rows,
+                                            std::chrono::steady_clock::time_point sent);
+  /// The planner settings of every claim (see claim_walk.hpp), for the lane's whole session.
+  static const char* const lane_setup;
+
+private:
+  hooks_by_type hooks_;
 };
 
 } // namespace outboxd::persistence

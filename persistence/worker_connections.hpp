@@ -95,6 +95,9 @@ public:
   /// when no refusal came for a while (the longest wait, twice).
   void refused(const std::string& who, const std::exception& why);
 
+  /// The SQL each connection runs when it is opened.
+  const std::string& setup() const { return setup_; }
+
   /// When a worker that could not reach the database, or was refused, tries again.
   std::chrono::milliseconds retry_in() const;
 

@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <memory>
 #include <pqxx/pqxx>
 #include <regex>
 #include <set>
@@ -140,6 +141,28 @@ TEST_CASE_FIXTURE(fixture, "claims take due events oldest first and lease them")
   auto due = a.next_due_in();
   REQUIRE(due);
   CHECK(*due > 3500s);
+}
+
+TEST_CASE_FIXTURE(fixture, "a claim's lease is counted from before its statement, not after") {
+  // The database starts the lease when the claim runs; a claim held up (here by a table lock for
+  // 300 ms) must not let its runs think they have those 300 ms more of it.
+  auto e1 = add_event("1");
+  pqxx::connection holder(db());
+  auto lock = std::make_unique<pqxx::work>(holder);
+  lock->exec("LOCK TABLE outbox_events IN SHARE ROW EXCLUSIVE MODE");
+  std::chrono::steady_clock::time_point released;
+  std::thread release([&] {
+    std::this_thread::sleep_for(300ms);
+    released = std::chrono::steady_clock::now();
+    lock->commit();
+  });
+  const auto before = std::chrono::steady_clock::now();
+  auto claimed = a.claim("worker-a", 10, 60s);
+  release.join();
+  REQUIRE(claimed.size() == 1);
+  CHECK(claimed[0].id == e1);
+  CHECK(claimed[0].claimed_at >= before);
+  CHECK(claimed[0].claimed_at < released);
 }
 
 TEST_CASE_FIXTURE(fixture,

@@ -107,7 +107,7 @@ TEST_CASE("the shipped configuration loads with no errors") {
   CHECK(s.database.pool_size == 8);
   CHECK(s.database.startup_timeout == 60s);
   CHECK(s.outbox.pool_size == 3);
-  CHECK(s.outbox.connections == 8);
+  CHECK(s.outbox.connections == 13);
   CHECK(s.outbox.batch_size == 100);
   CHECK(s.outbox.poll_interval == 2s);
   CHECK(s.outbox.use_listen_notify);

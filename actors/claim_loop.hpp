@@ -38,6 +38,10 @@ namespace outboxd::actors {
 ///   std::vector<item> claim(int room);                    // the next claim (may throw); `room`
 ///                                                         // is how many to take: the runs that
 ///                                                         // fit now and the queue ahead
+///   bool claim_async(int room, done);                     // sends the claim when it can without
+///                                                         // waiting (false: claim() instead);
+///                                                         // done(items, error) runs from a later
+///                                                         // drive() and says how many it started
 ///   void claimed(const std::vector<item>&, bool more);    // after each claim, empty ones too;
 ///                                                         // `more`: an idle processor's claim
 ///                                                         // filled all its room (more may be due)

@@ -11,6 +11,7 @@
 #include "actors/engine.hpp"
 #include "persistence/connection_pool.hpp"
 #include "persistence/worker_connections.hpp"
+#include "test/actors/recording_runs.hpp"
 #include "test/support/test_db.hpp"
 
 #include <doctest/doctest.h>
@@ -28,43 +29,9 @@ namespace {
 
 const lazy_database db("outboxd_actor_database_lane");
 
-persistence::attempt_row row_of(std::int64_t event_id, const std::string& destination) {
-  persistence::attempt_row row;
-  row.event_id = event_id;
-  row.aggregate_type = "thing";
-  row.aggregate_id = std::to_string(event_id);
-  row.event_type = "Thing";
-  row.destination = destination;
-  row.attempt = 1;
-  row.endpoint_url = "http://127.0.0.1:1/" + destination;
-  row.http_method = "POST";
-  row.request_payload_json = R"({"sku":"A-1"})";
-  row.response_status = 200;
-  row.outcome = domain::attempt_outcome::success;
-  return row;
-}
-
-/// Runs on one driver with their statements on three connections of their own (application_name
-/// "lane-test"), each recording its rows one after the other.
-struct runs {
-  runs()
-      : pool([](int) { return db(); }, 1, {}), lane(driver, db() + " application_name=lane-test",
-                                                    persistence::outbox_statements::lane_setup, 3),
-        writer(pool, "test-processor", driver, &lane) {}
-
-  void spawn(std::vector<persistence::attempt_row> rows) {
-    const auto i = went_on.size();
-    went_on.push_back(-1);
-    errors.emplace_back();
-    auto run = [](runs& r, std::size_t i,
-                  std::vector<persistence::attempt_row> rows) -> actors::task<void> {
-      for (const auto& row : rows)
-        co_await r.writer.record(row);
-      r.went_on[i] = count_rows(db(), "aggregate_results");
-    };
-    driver.spawn(run(*this, i, std::move(rows)),
-                 [this, i](std::exception_ptr error) { errors[i] = error; });
-  }
+/// Recording runs on this file's database, their rows on three connections of their own.
+struct runs : recording_runs {
+  runs() : recording_runs(db(), 1, actors::call_driver::fast_call, true) {}
 
   /// Writes (and so prepares) a statement of `n` rows on the lane's first connection, then
   /// empties the result table: a statement is prepared before it runs, and the preparation would
@@ -75,33 +42,18 @@ struct runs {
     for (const auto& row : rows)
       pointers.push_back(&row);
     bool done = false;
-    lane.send(persistence::outbox_statements::attempts(pointers),
-              [&done](persistence::text_rows, std::exception_ptr error) {
-                CHECK_FALSE(error);
-                done = true;
-                return std::size_t{0};
-              });
+    lane->send(persistence::outbox_statements::attempts(pointers),
+               [&done](persistence::text_rows, std::exception_ptr error) {
+                 CHECK_FALSE(error);
+                 done = true;
+                 return std::size_t{0};
+               });
     const auto give_up = std::chrono::steady_clock::now() + 10s;
     while (!done && std::chrono::steady_clock::now() < give_up)
       driver.drive(10ms);
     REQUIRE(done);
     truncate_all(db());
   }
-
-  /// Drives until every run ended (at most 10 s).
-  void finish() {
-    const auto give_up = std::chrono::steady_clock::now() + 10s;
-    while (driver.running() > 0 && std::chrono::steady_clock::now() < give_up)
-      driver.drive(10ms);
-    REQUIRE(driver.running() == 0);
-  }
-
-  persistence::worker_connections pool;
-  actors::call_driver driver;
-  actors::database_lane lane;
-  actors::attempt_writer writer;
-  std::vector<long long> went_on; // rows committed when run i went on; -1: it did not
-  std::vector<std::exception_ptr> errors;
 };
 
 /// Holds a lock that makes every insert into the result table wait, until released.
@@ -126,14 +78,6 @@ void wait_for_blocked(long long n) {
   while (waiting_inserts() < n && std::chrono::steady_clock::now() < give_up)
     std::this_thread::sleep_for(10ms);
   REQUIRE(waiting_inserts() == n);
-}
-
-template <class F> void inspect(const std::exception_ptr& error, F f) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    f(e);
-  }
 }
 
 } // namespace
@@ -232,7 +176,7 @@ TEST_CASE("runs cancelled while their statement is in flight are dropped; the la
     wait_for_blocked(1);
     r.driver.cancel_all(); // the statement's connection is closed under it
     CHECK(r.driver.running() == 0);
-    CHECK(r.lane.idle());
+    CHECK(r.lane->idle());
     lock.release();
   }
   r.driver.drive(0ms);

@@ -7,6 +7,7 @@
 #include "actors/completion_writer.hpp"
 #include "persistence/connection_pool.hpp"
 #include "persistence/worker_connections.hpp"
+#include "test/actors/recording_runs.hpp"
 #include "test/support/partner.hpp"
 #include "test/support/test_db.hpp"
 
@@ -25,58 +26,12 @@ namespace {
 
 const lazy_database db("outboxd_actor_attempt_rows");
 
-persistence::attempt_row row_of(std::int64_t event_id, const std::string& destination) {
-  persistence::attempt_row row;
-  row.event_id = event_id;
-  row.aggregate_id = std::to_string(event_id);
-  row.event_type = "OrderCreated";
-  row.destination = destination;
-  row.attempt = 1;
-  row.endpoint_url = "http://127.0.0.1:1/" + destination;
-  row.http_method = "POST";
-  row.request_payload_json = R"({"sku":"A-1"})";
-  row.response_status = 200;
-  row.outcome = domain::attempt_outcome::success;
-  return row;
-}
-
-/// Runs on one driver, each recording its rows one after the other, then noting how many rows
-/// another connection sees (what "its next step" would find committed).
-struct runs {
+/// Recording runs on this file's database.
+struct runs : recording_runs {
   explicit runs(int connections = 1,
                 std::chrono::microseconds linger_below = actors::call_driver::fast_call)
-      : pool([](int) { return db(); }, connections, {}), driver(linger_below),
-        writer(pool, "test-processor", driver) {}
-
-  void spawn(std::vector<persistence::attempt_row> rows) {
-    const auto i = went_on.size();
-    went_on.push_back(-1);
-    errors.emplace_back();
-    auto run = [](runs& r, std::size_t i,
-                  std::vector<persistence::attempt_row> rows) -> actors::task<void> {
-      for (const auto& row : rows)
-        co_await r.writer.record(row);
-      r.went_on[i] = count_rows(db(), "aggregate_results");
-    };
-    driver.spawn(run(*this, i, std::move(rows)),
-                 [this, i](std::exception_ptr error) { errors[i] = error; });
-  }
-
-  persistence::worker_connections pool;
-  actors::call_driver driver;
-  actors::attempt_writer writer;
-  std::vector<long long> went_on; // rows committed when run i went on; -1: it did not
-  std::vector<std::exception_ptr> errors;
+      : recording_runs(db(), connections, linger_below) {}
 };
-
-/// The exception `error` holds.
-template <class F> void inspect(const std::exception_ptr& error, F f) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    f(e);
-  }
-}
 
 /// Of three runs of one row each, the middle one's the database refused: that run failed with the
 /// refusal and did not go on; the other two went on with at least `committed` rows in.

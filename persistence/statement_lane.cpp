@@ -60,6 +60,9 @@ void statement_lane::connect() {
     close();
     throw pqxx::broken_connection(why);
   }
+  // libpq would print the server's notices on stderr; the worker's statements send none it needs.
+  ::PQsetNoticeProcessor(
+      conn_, [](void*, const char*) {}, nullptr);
   if (!setup_.empty()) {
     PGresult* r = ::PQexec(conn_, setup_.c_str());
     const bool ok =

@@ -17,7 +17,7 @@ completion_writer::completion_writer(persistence::worker_connections& db, std::s
                                      call_driver& driver, attempt_writer* rows, database_lane* lane,
                                      persistence::hooks_by_type hooks)
     : db_(db), who_(std::move(who)), driver_(driver), rows_(rows), lane_(lane),
-      statements_(std::move(hooks)) {
+      hooks_(std::move(hooks)) {
   driver_.attach(this, true);
 }
 
@@ -99,8 +99,9 @@ std::size_t completion_writer::send(bool ride) {
   for (const auto& r : riding_)
     rows.push_back(r.row);
   try {
-    lane_->send(statements_.completions(first.event->aggregate_type, first.outcome, *first.reason,
-                                        events, rows),
+    lane_->send(persistence::outbox_statements::completions(hooks_, first.event->aggregate_type,
+                                                            first.outcome, *first.reason, events,
+                                                            rows),
                 [this](persistence::text_rows result, std::exception_ptr error) {
                   return landed(result, error);
                 });

@@ -98,8 +98,8 @@ private:
   call_driver& driver_;
   attempt_writer* rows_;
   database_lane* lane_;
-  persistence::outbox_statements statements_;
-  std::vector<waiting*> pending_; // in the runs' awaiters
+  persistence::hooks_by_type hooks_; // the transitions of the completions it sends on the lane
+  std::vector<waiting*> pending_;    // in the runs' awaiters
   std::vector<waiting*> in_flight_;
   std::vector<attempt_writer::waiting> riding_;
 };

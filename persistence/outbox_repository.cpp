@@ -477,13 +477,13 @@ std::vector<bool> outbox_repository::complete_all(const std::string& aggregate_t
                                                   const std::vector<const attempt_row*>& riders) {
   std::vector<bool> out;
   out.reserve(events.size());
-  const outbox_statements statements(hooks_);
   for (std::size_t first = 0; first < events.size(); first += max_rows_per_insert) {
     const auto count = std::min(max_rows_per_insert, events.size() - first);
     const std::vector<completion> part(events.begin() + static_cast<std::ptrdiff_t>(first),
                                        events.begin() + static_cast<std::ptrdiff_t>(first + count));
-    auto s = statements.completions(aggregate_type, outcome, reason, part,
-                                    first == 0 ? riders : std::vector<const attempt_row*>{});
+    auto s =
+        outbox_statements::completions(hooks_, aggregate_type, outcome, reason, part,
+                                       first == 0 ? riders : std::vector<const attempt_row*>{});
     pqxx::nontransaction tx(conn_);
     std::vector<std::int64_t> ids;
     for (const auto& r :
@@ -628,8 +628,6 @@ std::optional<std::chrono::milliseconds> outbox_repository::next_due_in() {
   return std::chrono::milliseconds(std::max<long long>(0, r[0].as<long long>()));
 }
 
-outbox_statements::outbox_statements(hooks_by_type hooks) : hooks_(std::move(hooks)) {}
-
 bound_statement outbox_statements::attempts(const std::vector<const attempt_row*>& rows) {
   bound_statement s;
   s.name = fmt::format("outbox_record_attempts:{}", rows.size());
@@ -640,10 +638,12 @@ bound_statement outbox_statements::attempts(const std::vector<const attempt_row*
   return s;
 }
 
-bound_statement outbox_statements::completions(
-    const std::string& aggregate_type, std::optional<domain::engine_outcome> outcome,
-    const std::string& reason, const std::vector<outbox_repository::completion>& events,
-    const std::vector<const attempt_row*>& riders) const {
+bound_statement
+outbox_statements::completions(const hooks_by_type& hooks, const std::string& aggregate_type,
+                               std::optional<domain::engine_outcome> outcome,
+                               const std::string& reason,
+                               const std::vector<outbox_repository::completion>& events,
+                               const std::vector<const attempt_row*>& riders) {
   // $1 is the reason, then (id, token) per event, then the attempt rows.
   std::vector<param> params{reason};
   std::string pairs;
@@ -664,7 +664,7 @@ bound_statement outbox_statements::completions(
     add_attempt_params(params, *row);
     ++rows;
   }
-  auto s = finishing_statement(hooks_, fmt::format("complete{}", events.size()),
+  auto s = finishing_statement(hooks, fmt::format("complete{}", events.size()),
                                fmt::format(complete_sql, pairs), aggregate_type, outcome, 1,
                                rows ? first_row : 0, rows, "id");
   s.params = std::move(params);

@@ -226,17 +226,16 @@ private:
 
 /// The statements that record_attempts() and complete_all() run, for a statement_lane: one
 /// statement each (at most outbox_repository::max_rows_per_insert events or rows).
-class outbox_statements {
-public:
-  explicit outbox_statements(hooks_by_type hooks);
+struct outbox_statements {
   /// Inserts `rows` (committed without waiting for the WAL flush).
   static bound_statement attempts(const std::vector<const attempt_row*>& rows);
-  /// Completes `events` as complete_all() does, with `riders`; its rows are the ids completed.
-  bound_statement completions(const std::string& aggregate_type,
-                              std::optional<domain::engine_outcome> outcome,
-                              const std::string& reason,
-                              const std::vector<outbox_repository::completion>& events,
-                              const std::vector<const attempt_row*>& riders) const;
+  /// Completes `events` as complete_all() does (the aggregate's transition from `hooks`), with
+  /// `riders`; its rows are the ids completed.
+  static bound_statement completions(const hooks_by_type& hooks, const std::string& aggregate_type,
+                                     std::optional<domain::engine_outcome> outcome,
+                                     const std::string& reason,
+                                     const std::vector<outbox_repository::completion>& events,
+                                     const std::vector<const attempt_row*>& riders);
   /// Per event, in order, whether `ids` (a completions statement's rows) has it.
   static std::vector<bool> completed(const std::vector<std::int64_t>& ids,
                                      const std::vector<outbox_repository::completion>& events);
@@ -250,9 +249,6 @@ public:
                                             std::chrono::steady_clock::time_point sent);
   /// The planner settings of every claim (see claim_walk.hpp), for the lane's whole session.
   static const char* const lane_setup;
-
-private:
-  hooks_by_type hooks_;
 };
 
 } // namespace outboxd::persistence

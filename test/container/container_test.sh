@@ -70,8 +70,8 @@ check "OUTBOXD_OUTBOX_POOLSIZE=8: 8 outbox processors started (saw $processors)"
 check "the supervisor started them with their dead-letter children" \
   bash -c 'podman logs "$1" 2>/dev/null | grep -q "started 8 outbox processor(s) with dead-letter children"' _ "$ob"
 connections=$(psql_in "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'outboxd-worker-%'")
-check "the engine's database connections are in pg_stat_activity (${connections}, at most outbox.connections = 8)" \
-  test "$connections" -ge 1 -a "$connections" -le 8
+check "the engine's database connections are in pg_stat_activity (${connections}, at most outbox.connections = 13)" \
+  test "$connections" -ge 1 -a "$connections" -le 13
 json_lines() {
   podman logs "$ob" 2>/dev/null | python3 -c '
 import json, sys

@@ -243,11 +243,11 @@ TEST_CASE("the outbox's statements on a lane: a claim, attempt rows, a completio
   // The second event's lease was lost meanwhile: only the first is completed.
   auto stale = events[1];
   stale.lease_token = -1;
-  const persistence::outbox_statements statements({});
   const std::vector<persistence::outbox_repository::completion> done{{&events[0], nullptr},
                                                                      {&stale, nullptr}};
   landed completion;
-  lane.send(statements.completions("order", std::nullopt, "", done, {}), completion.sink());
+  lane.send(persistence::outbox_statements::completions({}, "order", std::nullopt, "", done, {}),
+            completion.sink());
   wait_for(lane, completion);
   REQUIRE_FALSE(completion.error);
   std::vector<std::int64_t> ids;

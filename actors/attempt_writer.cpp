@@ -72,15 +72,8 @@ std::size_t attempt_writer::send() {
 std::size_t attempt_writer::landed(std::exception_ptr error) {
   auto batch = std::exchange(in_flight_, {});
   std::vector<std::exception_ptr> errors(batch.size(), error);
-  if (error) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const pqxx::failure& e) {
-      if (!persistence::is_connection_loss(e))
-        errors = write(batch); // nothing of it committed: each row on its own tells the bad one
-    } catch (...) {
-    }
-  }
+  if (error && refused(error))
+    errors = write(batch); // nothing of it committed: each row on its own tells the bad one
   for (std::size_t i = 0; i < batch.size(); ++i) {
     *batch[i].error = errors[i];
     batch[i].run.resume();

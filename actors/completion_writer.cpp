@@ -116,16 +116,7 @@ std::size_t completion_writer::landed(const persistence::text_rows& result,
   auto batch = std::exchange(in_flight_, {});
   auto riding = std::exchange(riding_, {});
   std::size_t resumed = batch.size();
-  bool lost = false;
-  if (error) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const pqxx::failure& e) {
-      lost = persistence::is_connection_loss(e);
-    } catch (...) {
-      lost = true;
-    }
-  }
+  const bool lost = error && !refused(error);
   if (!error) {
     std::vector<std::int64_t> ids;
     for (const auto& r : result)

@@ -14,6 +14,18 @@
 
 namespace outboxd::actors {
 
+/// Whether `error` (a statement's failure) is the database refusing it, nothing of it committed:
+/// its items are then written again one by one. False for a lost connection or anything else.
+inline bool refused(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const pqxx::failure& e) {
+    return !persistence::is_connection_loss(e);
+  } catch (...) {
+    return false;
+  }
+}
+
 /// Writes items [0, count): `together(first, last)` writes a range in one statement, `alone(i)`
 /// writes one item, `fail(i, error)` records an item's failure. A lost connection (or any error
 /// but the database refusing a statement) fails the items of its statement and of every one after.

@@ -14,7 +14,6 @@
 #include <vector>
 
 struct pg_conn;
-struct pg_result;
 
 namespace outboxd::persistence {
 

@@ -47,6 +47,8 @@ namespace outboxd::actors {
 ///                                                         // filled all its room (more may be due)
 ///   std::optional<std::chrono::milliseconds> next_due_in(); // the earliest delayed item
 ///   task<void> run(const item&);                          // one item, start to finish
+///   std::size_t finishing() const;                        // runs left with only their last
+///                                                         // statement to wait for (no call)
 ///   bool release(const item&);                            // hand an unstarted claim back
 /// The loop lives in the actor's state; the actor forwards wake-ups, ticks, process messages
 /// and its stop to it.
@@ -64,7 +66,8 @@ public:
   static constexpr std::chrono::milliseconds quick_slots{10};
 
   /// `driver` carries the runs' calls (the work's runner uses the same one); at most
-  /// `calls_in_flight` items run at once.
+  /// `calls_in_flight` items run at once, not counting those that only wait for their last
+  /// statement (see busy()).
   claim_loop(caf::event_based_actor* self, context_ptr ctx, std::string tag,
              std::unique_ptr<call_driver> driver, Work work, int calls_in_flight)
       : self_(self), ctx_(std::move(ctx)), tag_(std::move(tag)), driver_(std::move(driver)),
@@ -161,7 +164,7 @@ public:
 private:
   /// Starts runs from the claimed queue while there is room.
   void start_runs() {
-    while (!queue_.empty() && static_cast<int>(running_.size()) < cap_ && !backoff_until_) {
+    while (!queue_.empty() && busy() < cap_ && !backoff_until_) {
       if (ctx_->stopping) {
         stop_claims_on_shutdown();
         return;
@@ -226,7 +229,7 @@ private:
     const bool quick = run_time_ && *run_time_ / cap_ < quick_slots;
     const int batch = cap_ > 1 && quick ? std::max(2, cap_ / 4) : 1;
     const int ahead = cap_ > 1 && quick && claim_ahead_ ? batch : 0;
-    const int room = cap_ + ahead - static_cast<int>(running_.size() + queue_.size());
+    const int room = cap_ + ahead - busy() - static_cast<int>(queue_.size());
     if (room <= 0 || (!running_.empty() && room < batch))
       return false;
     const auto started = clock::now();
@@ -277,6 +280,14 @@ private:
     queue_.insert(queue_.end(), std::make_move_iterator(claimed.begin()),
                   std::make_move_iterator(claimed.end()));
     return true;
+  }
+
+  /// The slots in use: the runs, less those whose completion is being written. Such a run makes
+  /// no more calls, and its statement may wait on the database for a while (on a connection of
+  /// the processor's own the thread does not wait with it), so the next event starts meanwhile.
+  /// Its aggregate's next event cannot be claimed before that commit.
+  int busy() const {
+    return std::max(0, static_cast<int>(running_.size()) - static_cast<int>(work_.finishing()));
   }
 
   /// Adds an ended run's time (from its start) to the moving average.

@@ -62,6 +62,8 @@ public:
 
   /// Completions handed over and not yet written.
   std::size_t pending() const override { return pending_.size(); }
+  /// Runs waiting for their completion: handed over, or in a statement not yet answered.
+  std::size_t finishing() const { return pending_.size() + in_flight_.size(); }
 
   std::size_t flush() override;
   void drop() override;

@@ -41,6 +41,7 @@ public:
   /// (fail()) instead of the worker.
   task<void> run(const item& d);
   bool release(const item& d) { return repo()->release(d); }
+  std::size_t finishing() const { return 0; } // one at a time: the next waits for its end
 
 private:
   task<void> compensate(const item& d);

@@ -135,6 +135,8 @@ public:
 
   /// The runner's database lane, if it has one.
   database_lane* lane() { return lane_.get(); }
+  /// Runs waiting for their completion to be written (their calls are over).
+  std::size_t finishing() const { return completions_.finishing(); }
 
   /// Whether event type `event_type` is a cancellation ("!<type>").
   static bool is_cancellation(const std::string& event_type) {

@@ -78,6 +78,7 @@ public:
 
   std::optional<milliseconds> next_due_in() { return repo()->next_due_in(); }
   task<void> run(const item& e) { return runner_->run(e); }
+  std::size_t finishing() const { return runner_->finishing(); }
   bool release(const item& e) { return repo()->release(e); }
 
 private:

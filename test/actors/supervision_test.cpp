@@ -47,14 +47,15 @@ struct crashing_hooks final : persistence::aggregate_hooks {
   std::string settled_sql(const std::string&) const override { return "false"; }
 };
 
-/// The loopback destination "sink": counts the calls; while `hold` is set, a call waits until
-/// `release()` says so (or 20 s pass).
+/// The loopback destination "sink": counts the calls and the most it had at once; while `hold` is
+/// set, a call waits until `release()` says so (or 20 s pass).
 class sink {
 public:
   sink() {
     server_.Post("/sink(/[^/]+)?", [this](const httplib::Request&, httplib::Response& res) {
       ++entered_;
       std::unique_lock lock(mutex_);
+      most_at_once_ = std::max(most_at_once_, entered_ - answered_);
       if (hold_)
         released_.wait_for(lock, 20s, [this] { return !hold_; });
       ++answered_;
@@ -84,6 +85,10 @@ public:
   }
   int entered() const { return entered_; }
   int answered() const { return answered_; }
+  int most_at_once() {
+    std::lock_guard lock(mutex_);
+    return most_at_once_;
+  }
 
 private:
   httplib::Server server_;
@@ -92,6 +97,7 @@ private:
   std::mutex mutex_;
   std::condition_variable released_;
   bool hold_ = false;
+  int most_at_once_ = 0;
   std::atomic<int> entered_{0};
   std::atomic<int> answered_{0};
 };
@@ -507,6 +513,44 @@ TEST_CASE("a processor whose runs are slow or not yet timed claims no events ahe
   CHECK(count_events("PENDING") == "2");
   destination.release();
   REQUIRE(eventually([&] { return count_events("PROCESSED") == "12"; }));
+  eng.stop();
+}
+
+TEST_CASE("a run whose completion waits on the database frees its slot: the next event's call "
+          "goes out meanwhile, and the calls in flight stay within the cap") {
+  truncate_all(db());
+  sink destination;
+  destination.hold();
+  auto settings = test_settings(destination);
+  settings.outbox.calls_in_flight = 2;
+  settings.outbox.connections = 5; // enough for the processor's own connections: the completions
+                                   // go out without stopping its thread
+  actors::engine eng(settings, {});
+  eng.start();
+  insert_events("f", 4);
+  REQUIRE(eventually([&] { return destination.entered() == 2; }));
+  auto first_two = query_value(db(), "SELECT string_agg(id::text, ',') FROM outbox_events "
+                                     "WHERE status = 'PROCESSING'");
+  {
+    // Their completions (an UPDATE of each) wait for these locks; their attempt rows (whose
+    // foreign key takes a weaker lock) do not.
+    pqxx::connection locker(db());
+    pqxx::work lock(locker);
+    lock.exec("SELECT 1 FROM outbox_events WHERE id IN (" + first_two + ") FOR NO KEY UPDATE");
+    destination.release();
+    // Under a second (the workers' lock timeout): the other two events' calls are made while the
+    // first two wait to be completed.
+    CHECK(eventually([&] { return destination.entered() == 4; }, 900ms));
+    CHECK(query_value(db(), "SELECT count(*) FROM outbox_events WHERE status = 'PROCESSING' AND "
+                            "id IN (" +
+                                first_two + ")") == "2");
+    lock.abort();
+  }
+  REQUIRE(eventually([&] { return count_events("PROCESSED") == "4"; }));
+  CHECK(destination.entered() == 4);
+  CHECK(destination.most_at_once() <= 2);
+  CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results WHERE outcome = 'success'") ==
+        "4");
   eng.stop();
 }
 

@@ -176,7 +176,7 @@ run baseline
 for k in $KINDS; do run "$k"; done
 
 if [[ "$mode" == smoke ]]; then
-  json=${out:-$(mktemp /tmp/outboxd-hostile-smoke.XXXXXX.json)}
+  json=${out:-$(mktemp "${TMPDIR:-/tmp}/outboxd-hostile-smoke.XXXXXX.json")}
 else
   mkdir -p "$BENCH/results"
   json=${out:-$BENCH/results/$(date -u +%Y-%m-%d)-hostile-rss.json}

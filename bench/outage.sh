@@ -323,7 +323,7 @@ for v in $VARIANTS; do
 done
 
 if [[ "$mode" == smoke ]]; then
-  json=${out:-$(mktemp /tmp/outboxd-outage-smoke.XXXXXX.json)}
+  json=${out:-$(mktemp "${TMPDIR:-/tmp}/outboxd-outage-smoke.XXXXXX.json")}
 else
   mkdir -p "$BENCH/results"
   json=${out:-$BENCH/results/$(date -u +%Y-%m-%d)-outage.json}

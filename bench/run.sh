@@ -673,7 +673,7 @@ done
 if measure slow; then slow_partners; fi
 
 if [[ "$mode" == smoke ]]; then
-  json=${out:-$(mktemp /tmp/outboxd-bench-smoke.XXXXXX.json)}
+  json=${out:-$(mktemp "${TMPDIR:-/tmp}/outboxd-bench-smoke.XXXXXX.json")}
   tool report "$RAW" "$json" "${json%.json}.md"
   tool check "$json"
 else

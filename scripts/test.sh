@@ -26,4 +26,13 @@ echo "test database: $TEST_DATABASE_URL"
 labelled=no
 for a in "$@"; do [[ ($a == -L* && $a != -LE*) || $a == --label-regex* ]] && labelled=yes; done
 if [[ $labelled == no ]]; then set -- "$@" -LE upgrade; fi
-ctest --preset "$preset" -j 2 "$@"
+# The logs and files of the processes the tests start go to a folder of this run: removed when
+# every test passed, kept (its path printed) when one failed.
+scratch=$(mktemp -d /tmp/outboxd-test-files.XXXXXX)
+if TMPDIR=$scratch ctest --preset "$preset" -j 2 "$@"; then
+  rm -rf "$scratch"
+else
+  status=$?
+  echo "test: the logs of the processes the tests started are kept in $scratch" >&2
+  exit "$status"
+fi

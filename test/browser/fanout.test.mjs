@@ -3,6 +3,8 @@
 // test/e2e/ui_browser_test.cpp starts outboxd with OrderCreated -> fraudCheck, shipping, inventory
 // (no billing), creates one order that is confirmed and one that inventory refuses (so shipping
 // is reverted), then runs this. The order cards must draw that pipeline, not the shipped one.
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { apiClient, baseUrl, check, eventually, run } from './harness.mjs';
 
 const base = baseUrl('fanout.test.mjs');
@@ -59,7 +61,7 @@ await run('ui-fanout', async ({ step, open, seen }) => {
   });
 
   await step('screenshot, and no dialog, page error or console error', async () => {
-    const shot = `/tmp/outboxd-ui-fanout-${process.pid}.png`;
+    const shot = join(tmpdir(), `outboxd-ui-fanout-${process.pid}.png`);
     await page.screenshot({ path: shot, fullPage: true });
     console.log(`screenshot: ${shot}`);
     check(seen.dialogs.length === 0, `dialogs fired: ${seen.dialogs.join(', ')}`);

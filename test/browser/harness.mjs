@@ -66,7 +66,7 @@ export function apiClient(base) {
 
 // Runs the named steps of one test script against a fresh chromium profile: `body` gets
 // {step, open}; open() launches the browser and returns a page that records console errors,
-// page errors and dialogs. On a failure the page is screenshot to /tmp and the exit code is 1.
+// page errors and dialogs. On a failure the page is screenshot to the temporary folder and the exit code is 1.
 export async function run(name, body) {
   const profile = mkdtempSync(join(tmpdir(), 'outboxd-ui-chromium-'));
   const seen = { consoleErrors: [], pageErrors: [], dialogs: [], phase: 'load' };
@@ -94,7 +94,7 @@ export async function run(name, body) {
   } catch (e) {
     console.log(`FAIL ${stepName}: ${e.stack || e}`);
     if (page) {
-      const path = `/tmp/outboxd-${name}-failure-${process.pid}.png`;
+      const path = join(tmpdir(), `outboxd-${name}-failure-${process.pid}.png`);
       await page.screenshot({ path, fullPage: true }).then(() => console.log(`failure screenshot: ${path}`), () => {});
     }
     if (seen.consoleErrors.length) console.log(`console errors: ${JSON.stringify(seen.consoleErrors)}`);

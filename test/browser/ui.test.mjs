@@ -2,7 +2,9 @@
 //   node test/browser/ui.test.mjs http://127.0.0.1:9000
 // test/e2e/ui_browser_test.cpp starts outboxd, creates an order whose customer is an XSS string
 // and one that fails in billing (so it is compensated), then runs this. Exits non-zero on the
-// first failed step; screenshots go to /tmp (paths printed).
+// first failed step; screenshots go to the temporary folder (paths printed).
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { apiClient, baseUrl, check, eventually, run, sleep } from './harness.mjs';
 
 const base = baseUrl('ui.test.mjs');
@@ -200,18 +202,18 @@ await run('ui', async ({ step, open, seen }) => {
   });
 
   await step('screenshots', async () => {
-    const wide = `/tmp/outboxd-ui-${process.pid}.png`;
+    const wide = join(tmpdir(), `outboxd-ui-${process.pid}.png`);
     await page.screenshot({ path: wide, fullPage: true });
     shots.push(wide);
     await card(failedOrder.id).locator('.order-id').click();
     await page.locator('#audit details.attempt').first().waitFor();
-    const audit = `/tmp/outboxd-ui-audit-${process.pid}.png`;
+    const audit = join(tmpdir(), `outboxd-ui-audit-${process.pid}.png`);
     await page.screenshot({ path: audit });
     shots.push(audit);
     await page.locator('#audit-close').click();
     await page.setViewportSize({ width: 420, height: 900 });
     await sleep(300);
-    const narrow = `/tmp/outboxd-ui-narrow-${process.pid}.png`;
+    const narrow = join(tmpdir(), `outboxd-ui-narrow-${process.pid}.png`);
     await page.screenshot({ path: narrow, fullPage: true });
     shots.push(narrow);
     await page.setViewportSize({ width: 1280, height: 900 });

@@ -19,11 +19,11 @@ using namespace std::chrono_literals;
 namespace {
 
 std::string log_path(const std::string& name) {
-  return "/tmp/outboxd-e2e-" + std::to_string(::getpid()) + "-" + name + ".log";
+  return scratch_file(name + ".log");
 }
 
 std::string temp_file(const std::string& name, const std::string& content) {
-  auto path = "/tmp/outboxd-e2e-" + std::to_string(::getpid()) + "-" + name;
+  auto path = scratch_file(name);
   std::ofstream(path) << content;
   return path;
 }

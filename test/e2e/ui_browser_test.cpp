@@ -9,7 +9,6 @@
 #include <doctest/doctest.h>
 #include <filesystem>
 #include <sstream>
-#include <unistd.h>
 
 using namespace outboxd::test;
 using namespace std::chrono_literals;
@@ -50,7 +49,7 @@ std::string browser_tools() {
 void run_browser_script(const std::string& script, outboxd_process& p,
                         const std::vector<std::string>& extra = {}) {
   auto node = browser_tools();
-  auto log = "/tmp/outboxd-e2e-" + std::to_string(::getpid()) + "-" + script + ".log";
+  auto log = scratch_file(script + ".log");
   std::vector<std::string> args = {node, (browser_dir() / script).string(),
                                    "http://127.0.0.1:" + std::to_string(p.port())};
   args.insert(args.end(), extra.begin(), extra.end());

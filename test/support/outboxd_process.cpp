@@ -6,7 +6,6 @@
 #include <csignal>
 #include <doctest/doctest.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 namespace outboxd::test {
 
@@ -35,8 +34,7 @@ void outboxd_process::launch() {
   auto env = env_;
   env["DATABASE_URL"] = conninfo_;
   env["OUTBOXD_SERVER_PORT"] = std::to_string(port_);
-  auto log = "/tmp/outboxd-e2e-" + std::to_string(::getpid()) + "-" + name_ + "-" +
-             std::to_string(++launches_) + ".log";
+  auto log = scratch_file(name_ + "-" + std::to_string(++launches_) + ".log");
   process_ = std::make_unique<child_process>(argv, env, log);
   client_ = std::make_unique<http_client>(port_);
 }
@@ -102,8 +100,7 @@ void outboxd_process::restart() {
 
 simulator_process::simulator_process()
     : port(free_port()), process({OUTBOXD_BINARY, "simulator", "--port", std::to_string(port)}, {},
-                                 "/tmp/outboxd-e2e-" + std::to_string(::getpid()) + "-simulator-" +
-                                     std::to_string(port) + ".log") {
+                                 scratch_file("simulator-" + std::to_string(port) + ".log")) {
   http_client c(port);
   REQUIRE(wait_until([&] { return c.get("/healthz").status == 200; }, std::chrono::seconds(10)));
 }

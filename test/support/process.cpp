@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -80,10 +81,16 @@ std::string child_process::output() const {
   return ss.str();
 }
 
+std::string scratch_file(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("outboxd-e2e-" + std::to_string(::getpid()) + "-" + name))
+      .string();
+}
+
 std::pair<int, std::string> run_command(std::vector<std::string> argv,
                                         std::map<std::string, std::string> env) {
-  char path[] = "/tmp/outboxd-cmd-XXXXXX";
-  int fd = ::mkstemp(path);
+  auto path = scratch_file("command-XXXXXX");
+  int fd = ::mkstemp(path.data());
   if (fd >= 0)
     ::close(fd);
   int code = 0;
@@ -93,7 +100,7 @@ std::pair<int, std::string> run_command(std::vector<std::string> argv,
     code = p.wait_exit(std::chrono::seconds(60)).value_or(-1);
     out = p.output();
   }
-  ::unlink(path);
+  ::unlink(path.c_str());
   return {code, out};
 }
 

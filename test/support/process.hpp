@@ -38,6 +38,11 @@ private:
 /// Polls `ready` every 20 ms until it returns true or `timeout` passes; returns the last result.
 template <class F> bool wait_until(F&& ready, std::chrono::milliseconds timeout);
 
+/// `outboxd-e2e-<pid>-<name>` in the temporary folder (TMPDIR, which scripts/test.sh points at a
+/// folder of its own for each run, removed when every test passed): the logs and files of the
+/// processes a test starts.
+std::string scratch_file(const std::string& name);
+
 /// Runs a command to completion and returns {exit code, combined output}.
 std::pair<int, std::string> run_command(std::vector<std::string> argv,
                                         std::map<std::string, std::string> env = {});

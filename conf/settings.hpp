@@ -55,7 +55,7 @@ struct backoff_settings {
 struct outbox_settings {
   bool enabled = true;     // false: intake and API only, no processors in this process
   int pool_size = 3;       // processors: one thread each, each with its dead-letter child
-  int calls_in_flight = 4; // runs (and so calls) in flight per processor
+  int calls_in_flight = 4; // runs (and so calls) in flight per processor, completions aside
   // Database connections of the processors, their children and the janitor: three of each
   // processor's own when there are at least 4 x pool_size + 1 (actors::own_connections), the rest
   // shared.

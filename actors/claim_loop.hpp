@@ -59,10 +59,10 @@ public:
   /// How long one slice drives the calls before the mailbox is served again.
   static constexpr std::chrono::milliseconds slice{50};
   /// A processor keeps a queue of claimed events ahead of its free slots only while its slots
-  /// free up at least this often (its runs' time over its cap): the queue, a quarter of the cap,
-  /// is then taken within about a quarter of a run's time. With slower runs a queued event would
-  /// wait for one to end while another processor's slot stood free, and a claim per free slot
-  /// costs little at that pace (100 a second at most).
+  /// free up at least this often (its runs' time over its cap): the queue, a quarter of the cap
+  /// (at least four, or the whole cap), is then taken within about a run's time at most. With
+  /// slower runs a queued event would wait for one to end while another processor's slot stood
+  /// free, and a claim per free slot costs little at that pace (100 a second at most).
   static constexpr std::chrono::milliseconds quick_slots{10};
 
   /// `driver` carries the runs' calls (the work's runner uses the same one); at most
@@ -217,17 +217,17 @@ private:
   }
 
   /// Claims when asked to and there is room enough. While the slots free up quickly (see
-  /// quick_slots), runs in flight wait for a quarter of the cap and at least two free slots, so
-  /// that claims stay batches (with one per event that ends, a small cap paid a claim's round trip
-  /// and transaction for every event), and the claim also fills a small queue (as many) of events
-  /// that start the moment a run ends, instead of leaving their slots empty until the next claim.
-  /// Otherwise, and before its runs were timed, the processor claims what its free slots take,
-  /// as soon as one is free. True when something was claimed.
+  /// quick_slots), runs in flight wait for a quarter of the cap and at least four free slots (the
+  /// whole cap when it is smaller), so that claims stay batches (with one per event that ends, a
+  /// small cap paid a claim's round trip and transaction for every event), and the claim also fills
+  /// a small queue (as many) of events that start the moment a run ends, instead of leaving their
+  /// slots empty until the next claim. Otherwise, and before its runs were timed, the processor
+  /// claims what its free slots take, as soon as one is free. True when something was claimed.
   bool claim_now() {
     if (!claim_wanted_ || ctx_->stopping || backoff_until_ || claim_in_flight_)
       return false;
     const bool quick = run_time_ && *run_time_ / cap_ < quick_slots;
-    const int batch = cap_ > 1 && quick ? std::max(2, cap_ / 4) : 1;
+    const int batch = cap_ > 1 && quick ? std::max(std::min(cap_, 4), cap_ / 4) : 1;
     const int ahead = cap_ > 1 && quick && claim_ahead_ ? batch : 0;
     const int room = cap_ + ahead - busy() - static_cast<int>(queue_.size());
     if (room <= 0 || (!running_.empty() && room < batch))

@@ -486,6 +486,34 @@ TEST_CASE("an orderly stop lets every run in flight finish its call; nothing mor
                           "lease_token IS NULL AND attempts = 0") == "7");
 }
 
+TEST_CASE("a processor of four quick calls claims four at a time and keeps four ready") {
+  truncate_all(db());
+  sink destination;
+  auto settings = test_settings(destination);
+  settings.outbox.calls_in_flight = 4;
+  actors::engine eng(settings, {});
+  eng.start();
+  // Quick runs (answered at once) time its slots, so that it claims ahead.
+  for (int round = 1; round <= 3; ++round) {
+    insert_events(fmt::format("q{}-", round), 4);
+    REQUIRE(eventually([&] { return count_events("PROCESSED") == std::to_string(4 * round); }));
+  }
+  destination.hold();
+  insert_events("h", 11);
+  // Four calls at once, and four more claimed ahead (a quarter of the cap is one, the floor
+  // four); the last three are left for a later claim.
+  REQUIRE(eventually([&] { return destination.entered() == 16; }));
+  CHECK(eventually([&] { return count_events("PROCESSING") == "8"; }, 2s));
+  std::this_thread::sleep_for(100ms);
+  CHECK(count_events("PROCESSING") == "8");
+  CHECK(count_events("PENDING") == "3");
+  destination.release();
+  REQUIRE(eventually([&] { return count_events("PROCESSED") == "23"; }));
+  CHECK(destination.entered() == 23);
+  CHECK(destination.most_at_once() <= 4);
+  eng.stop();
+}
+
 TEST_CASE("a processor whose runs are slow or not yet timed claims no events ahead of its free "
           "slots: they stay for processors with free slots") {
   truncate_all(db());

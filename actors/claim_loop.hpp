@@ -107,6 +107,7 @@ public:
   /// One slice: start what fits, claim when the claimed ones have all started, drive the calls.
   void process_next() {
     driving_ = false;
+    count_busy_slots();
     if (stopping_) {
       // A claim in flight is waited for: what it took goes back at once, not when its leases
       // expire.
@@ -130,8 +131,10 @@ public:
         kick();
       return;
     }
+    count_busy_slots();
     driver_->drive(slice);
     reap();
+    count_busy_slots();
     kick();
   }
 
@@ -179,6 +182,7 @@ private:
       });
     }
     reap();
+    count_busy_slots();
   }
 
   /// Hands back the unstarted claims from the front of the queue while `due` says so, and logs
@@ -290,6 +294,24 @@ private:
     return std::max(0, static_cast<int>(running_.size()) - static_cast<int>(work_.finishing()));
   }
 
+  /// Adds the slot-seconds since the last count (the slots busy then, times the time since) to
+  /// outboxd_processor_busy_slot_seconds_total, and notes the slots busy now. Counted at each pass
+  /// and each start of runs; a run that ends, or hands over its completion, within a pass is
+  /// counted to the pass's end. Handed to the metric at most every tenth of a second, and whenever
+  /// no slot is busy.
+  void count_busy_slots() {
+    const auto now = clock::now();
+    busy_slot_seconds_ += std::chrono::duration<double>(now - counted_at_).count() * counted_busy_;
+    counted_at_ = now;
+    counted_busy_ = busy();
+    if (busy_slot_seconds_ > 0 && (counted_busy_ == 0 || now - reported_at_ >= report_every)) {
+      metrics::global().busy_slot_seconds.inc({{"queue", Work::queue}}, busy_slot_seconds_);
+      busy_slot_seconds_ = 0;
+      reported_at_ = now;
+    }
+  }
+  static constexpr std::chrono::milliseconds report_every{100};
+
   /// Adds an ended run's time (from its start) to the moving average.
   void took(clock::duration d) { run_time_ = run_time_ ? *run_time_ + (d - *run_time_) / 8 : d; }
 
@@ -384,6 +406,7 @@ private:
       driver_->cancel_all();
       running_.clear();
     }
+    count_busy_slots();
     if (auto stopped = std::exchange(on_stopped_, nullptr))
       stopped();
   }
@@ -418,6 +441,10 @@ private:
   bool claim_in_flight_ = false;
   bool stopping_ = false;
   clock::time_point stop_deadline_;
+  clock::time_point counted_at_ = clock::now(); // of the busy slots (count_busy_slots)
+  int counted_busy_ = 0;
+  double busy_slot_seconds_ = 0; // not yet handed to the metric
+  clock::time_point reported_at_ = counted_at_;
   std::optional<std::chrono::milliseconds> grace_; // unused yet: the calls were not abandoned
   std::function<void()> on_stopped_;
 };

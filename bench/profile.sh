@@ -2,9 +2,9 @@
 # Where a drain spends its time: one drain of outboxd (or of the graphile-worker peer) with the CPU
 # each process used per event, the database's transactions per event, its statements, and
 # optionally a perf profile of the machine. For outboxd also where an event's time in flight goes
-# (from the audit rows): between a call's row and the next call, its calls against its whole time,
-# and how full the slots were. A tool for finding where the time goes; bench/run.sh gives the
-# figures.
+# (from the audit rows): between a call's row and the next call, its calls against its whole time;
+# and how full the slots were (from its busy-slot metric). A tool for finding where the time goes;
+# bench/run.sh gives the figures.
 #
 #   bench/profile.sh [--orders N] [--concurrency C] [--latency MS] [--peer] [--perf] [--threads] [--set K=V]...
 #
@@ -129,6 +129,10 @@ poll_close
 sut=$(cpu_ticks "$pid") sim1=$(cpu_ticks "$SIM_PID") busy1=$(busy_ticks)
 sutsw=$(switches "$pid") simsw1=$(switches "$SIM_PID")
 pg_after=$(pg_ticks)
+if [[ "$SYSTEM" == outboxd ]]; then
+  busy_slots=$(curl -fsS "$OUTBOXD_URL/metrics" |
+    awk '/^outboxd_processor_busy_slot_seconds_total\{queue="outbox"\}/ { print $2 }')
+fi
 stop_outboxd
 stop_peer
 tx1=$(commits) # backends report their statistics when they exit
@@ -153,15 +157,9 @@ if [[ "$SYSTEM" == outboxd ]]; then
   breakdown+=" | per event, mean ms: calls $(q bench "SELECT round(avg(d)::numeric, 1) || ', first call -> done ' || round(avg(span)::numeric, 1)
     FROM (SELECT sum(r.duration_ms) AS d, extract(epoch FROM e.processed_at - min(r.published_at - r.duration_ms * interval '1 ms')) * 1000 AS span
       FROM aggregate_results r JOIN outbox_events e ON e.id = r.event_id GROUP BY e.id, e.processed_at) x")"
-  # how full the slots were: events between their first call and their completion, against the
-  # concurrency, over the whole drain and over its middle (the ramp-up and the tail left out)
-  breakdown+=" | slots in use: $(q bench "WITH ev AS (SELECT min(r.published_at - r.duration_ms * interval '1 ms') AS s, e.processed_at AS f
-      FROM aggregate_results r JOIN outbox_events e ON e.id = r.event_id GROUP BY e.id, e.processed_at),
-    w AS (SELECT min(s) AS a, max(f) AS b FROM ev),
-    m AS (SELECT a + (b - a) * 0.1 AS a, b - (b - a) * 0.1 AS b, b - a AS whole FROM w)
-    SELECT round((SELECT sum(extract(epoch FROM f - s)) FROM ev) / extract(epoch FROM m.whole) / $CONCURRENCY, 3) || ' whole, '
-      || round((SELECT sum(extract(epoch FROM least(f, m.b) - greatest(s, m.a))) FROM ev WHERE f > m.a AND s < m.b)
-         / extract(epoch FROM m.b - m.a) / $CONCURRENCY, 3) || ' middle' FROM m")"
+  # how full the slots were: the slot-seconds the processors' runs held (their metric) over the
+  # drain's span and the concurrency
+  breakdown+=" | slots in use: $(awk -v b="${busy_slots:-0}" -v t="$span" -v c="$CONCURRENCY" 'BEGIN { printf "%.3f", b / t / c }')"
 fi
 pg_used=$((pg_after - pg_before))
 hz=$(getconf CLK_TCK)

@@ -96,10 +96,11 @@ void render_gauge(std::string& out, std::string_view name, std::string_view help
 
 std::string registry::render(const std::function<void(std::string&)>& scrape_gauges) const {
   std::string out;
-  for (const auto* c : {&events_claimed, &events_processed, &events_retried, &events_dead_lettered,
-                        &leases_lost, &retention_deleted, &audit_exported, &retention_failures,
-                        &lease_expiries, &calls, &breaker_transitions, &calls_held, &compensations,
-                        &listener_reconnects, &http_requests, &http_connections_refused})
+  for (const auto* c :
+       {&events_claimed, &events_processed, &events_retried, &events_dead_lettered, &leases_lost,
+        &retention_deleted, &audit_exported, &retention_failures, &lease_expiries, &calls,
+        &breaker_transitions, &calls_held, &compensations, &listener_reconnects, &http_requests,
+        &http_connections_refused, &busy_slot_seconds})
     c->render(out);
   call_seconds.render(out);
   claim_seconds.render(out);

@@ -98,6 +98,11 @@ struct registry {
       "outboxd_claim_seconds",
       "Duration of claim statements (the database round trip), by queue (outbox, dead_letter).",
       {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120}};
+  counter busy_slot_seconds{
+      "outboxd_processor_busy_slot_seconds_total",
+      "Slot-seconds the processors' runs held, by queue (outbox, dead_letter): its rate over the "
+      "slots (outbox.poolSize x outbox.callsInFlight for outbox, outbox.poolSize for dead_letter) "
+      "is how full they were. A run whose completion is being written holds none."};
   histogram intake_batch_orders{
       "outboxd_intake_batch_orders",
       "New orders per batch written together (creates that arrive together share a transaction; "

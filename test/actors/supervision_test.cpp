@@ -3,6 +3,7 @@
 // dead-letter child comes back under its processor, restart waits grow and reset, and an orderly
 // stop finishes the call in flight and hands the rest back.
 #include "actors/engine.hpp"
+#include "metrics/metrics.hpp"
 #include "persistence/aggregate_hooks.hpp"
 #include "test/support/test_db.hpp"
 
@@ -580,6 +581,41 @@ TEST_CASE("a run whose completion waits on the database frees its slot: the next
   CHECK(query_value(db(), "SELECT count(*) FROM aggregate_results WHERE outcome = 'success'") ==
         "4");
   eng.stop();
+}
+
+TEST_CASE("the busy-slot counter grows with the runs in flight while they hold their slots, by "
+          "no more than the slots allow, and not for an idle processor") {
+  truncate_all(db());
+  sink destination;
+  destination.hold();
+  auto settings = test_settings(destination);
+  settings.outbox.calls_in_flight = 4;
+  const auto counted = [](const char* queue) {
+    return metrics::global().busy_slot_seconds.value({{"queue", queue}});
+  };
+  const auto outbox_before = counted("outbox");
+  const auto dead_letter_before = counted("dead_letter");
+  const auto started = std::chrono::steady_clock::now();
+  actors::engine eng(settings, {});
+  eng.start();
+  insert_events("s", 3);
+  REQUIRE(eventually([&] { return destination.entered() == 3; }));
+  std::this_thread::sleep_for(300ms);
+  // Three slots held for 300 ms at least: counted while the calls are still held, not only once
+  // the runs end.
+  CHECK(eventually([&] { return counted("outbox") - outbox_before >= 0.9; }, 2s));
+  destination.release();
+  REQUIRE(eventually([&] { return count_events("PROCESSED") == "3"; }));
+  // Idle (its polls still pass through the loop): nothing more is counted.
+  std::this_thread::sleep_for(200ms);
+  const auto after_runs = counted("outbox");
+  std::this_thread::sleep_for(500ms);
+  CHECK(counted("outbox") == after_runs);
+  eng.stop();
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - started;
+  CHECK(counted("outbox") - outbox_before >= 0.9);
+  CHECK(counted("outbox") - outbox_before <= 4 * elapsed.count());
+  CHECK(counted("dead_letter") == dead_letter_before);
 }
 
 TEST_CASE("an idle processor woken for more events than it has room for wakes another one") {

@@ -575,6 +575,11 @@ TEST_CASE_FIXTURE(engine_fixture,
   // every claim is timed, those that found nothing too
   CHECK(m.find("outboxd_claim_seconds_bucket{queue=\"outbox\",le=\"0.05\"}") != std::string::npos);
   CHECK(m.find("outboxd_claim_seconds_count{queue=\"dead_letter\"}") != std::string::npos);
+  // the slots the runs held, on both queues (the failed order was compensated)
+  CHECK(m.find("outboxd_processor_busy_slot_seconds_total{queue=\"outbox\"} ") !=
+        std::string::npos);
+  CHECK(m.find("outboxd_processor_busy_slot_seconds_total{queue=\"dead_letter\"} ") !=
+        std::string::npos);
   // the two orders were posted one after the other: a batch each
   CHECK(m.find("outboxd_intake_batch_orders_bucket{le=\"1\"} 2\n") != std::string::npos);
   CHECK(m.find("outboxd_intake_batch_orders_sum 2\n") != std::string::npos);

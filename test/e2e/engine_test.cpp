@@ -38,6 +38,12 @@ void check_reservation_released(outboxd_process& p, long long id) {
   CHECK(std::string((*reservations[0])["state"].GetString()) == "reverted");
 }
 
+/// Whether `p` logs `line` within 10 s. A worker logs a step once the database has answered it, so
+/// the line can come a moment after the state the test saw through the API.
+bool logs(outboxd_process& p, const std::string& line) {
+  return wait_until([&] { return contains(p.output(), line); }, 10s);
+}
+
 void check_consistent(outboxd_process& p) {
   auto r = p.client().get("/api/admin/consistency");
   REQUIRE(r.status == 200);
@@ -75,7 +81,7 @@ TEST_CASE_FIXTURE(
   CHECK(ledger_entries(ledger, "billing.charge").size() == 1);
   CHECK(ledger_entries(ledger, "highValue.process").empty());
   check_consistent(p);
-  CHECK(p.output().find("event 2 OrderCreated order 2 processed") != std::string::npos);
+  CHECK(logs(p, "event 2 OrderCreated order 2 processed"));
 }
 
 TEST_CASE_FIXTURE(engine_fixture,
@@ -208,7 +214,7 @@ TEST_CASE("a charge left unanswered when retries ran out is settled by re-sendin
   REQUIRE(charges.size() == 1);
   CHECK(std::string((*charges[0])["state"].GetString()) == "reverted");
   CHECK((*charges[0])["revertRequests"].GetInt() == 1);
-  CHECK(p.output().find("billing may have been applied") != std::string::npos);
+  CHECK(logs(p, "billing may have been applied"));
   check_consistent(p);
 }
 
@@ -300,7 +306,7 @@ TEST_CASE("a compensation that fails for good needs attention, and a redrive fin
   auto t = p.timeline(id);
   CHECK(t.str("/deadLetters/0/status") == "FAILED");
   CHECK(t.str("/deadLetters/0/revertError").find("inventory.revert") == 0);
-  CHECK(p.output().find("order needs attention") != std::string::npos);
+  CHECK(logs(p, "order needs attention"));
   auto dlq_id = t.num("/deadLetters/0/id");
   p.knobs(R"({"inventory.release":{"failureRate":0}})");
   CHECK(p.client().post("/api/dlq/" + std::to_string(dlq_id) + "/retry", "").status == 202);

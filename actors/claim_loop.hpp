@@ -131,7 +131,6 @@ public:
         kick();
       return;
     }
-    count_busy_slots();
     driver_->drive(slice);
     reap();
     count_busy_slots();
@@ -295,10 +294,10 @@ private:
   }
 
   /// Adds the slot-seconds since the last count (the slots busy then, times the time since) to
-  /// outboxd_processor_busy_slot_seconds_total, and notes the slots busy now. Counted at each pass
-  /// and each start of runs; a run that ends, or hands over its completion, within a pass is
-  /// counted to the pass's end. Handed to the metric at most every tenth of a second, and whenever
-  /// no slot is busy.
+  /// outboxd_processor_busy_slot_seconds_total, and notes the slots busy now. Counted where a pass
+  /// begins, where runs start and where ended runs are reaped after the calls were driven; a run
+  /// that ends, or hands over its completion, within a pass is counted to the pass's end. Handed to
+  /// the metric at most every tenth of a second, and whenever no slot is busy.
   void count_busy_slots() {
     const auto now = clock::now();
     busy_slot_seconds_ += std::chrono::duration<double>(now - counted_at_).count() * counted_busy_;
